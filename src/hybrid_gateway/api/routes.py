@@ -1,0 +1,165 @@
+"""HTTP handlers: parse, hand to the pipeline, shape the answer.  No policy lives here."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import orjson
+from aiohttp import web
+
+from hybrid_gateway import __version__
+from hybrid_gateway.api.error_mapping import error_response, gateway_error_payload
+from hybrid_gateway.api.runtime import GatewayRuntime
+from hybrid_gateway.api.schema import parse_body, parse_chat_request
+from hybrid_gateway.errors import GatewayError, ModelNotFound, PayloadTooLarge
+from hybrid_gateway.types import CacheOutcome, ChatRequest, RequestRecord
+from hybrid_gateway.upstreams.sse import frame_json
+
+RUNTIME = web.AppKey("runtime", GatewayRuntime)
+
+_SSE_HEADERS = {
+    "Content-Type": "text/event-stream; charset=utf-8",
+    "Cache-Control": "no-cache",
+    "X-Accel-Buffering": "no",  # tell nginx-style proxies in front of us not to buffer
+}
+
+
+def _decision_headers(record: RequestRecord, *, cost_known: bool = True) -> dict[str, str]:
+    return {
+        "x-request-id": record.request_id,
+        "x-gateway-route": record.route.header() if record.route else "none",
+        "x-gateway-cache": record.cache.value,
+        # A stream's cost is known only at its end: it arrives as the SSE comment
+        # ": x-gateway-cost-usd=..." before [DONE], and in the request log.
+        "x-gateway-cost-usd": f"{record.cost_usd:.8f}" if cost_known else "pending",
+    }
+
+
+async def _read_body(request: web.Request, limit: int) -> bytes:
+    if request.content_length is not None and request.content_length > limit:
+        raise PayloadTooLarge(
+            f"The request body is {request.content_length} bytes; this gateway accepts at most "
+            f"{limit} bytes."
+        )
+    try:
+        raw = await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        raw = b"x" * (limit + 1)
+    if len(raw) > limit:
+        raise PayloadTooLarge(f"The request body is over this gateway's limit of {limit} bytes.")
+    return raw
+
+
+async def chat_completions(request: web.Request) -> web.StreamResponse:
+    runtime = request.app[RUNTIME]
+    clock = runtime.clock
+    started = clock.now()
+    record = RequestRecord(request_id="req_" + uuid.uuid4().hex, started_at=time.time())
+    try:
+        raw = await _read_body(request, runtime.config.server.max_body_bytes)
+        chat = parse_chat_request(parse_body(raw))
+        record.model, record.stream = chat.model, chat.stream
+        if not any(m.id == chat.model for m in runtime.config.models):
+            raise ModelNotFound(
+                f"The model '{chat.model}' does not exist on this gateway; "
+                f"GET /v1/models lists the ones it serves.",
+                param="model",
+            )
+        if chat.stream:
+            return await _stream(request, runtime, chat, record, started)
+        result = await runtime.pipeline.complete(chat, record)
+        response = web.Response(
+            body=result.body, content_type="application/json", headers=_decision_headers(record)
+        )
+    except GatewayError as exc:
+        record.status, record.error_code = exc.status, exc.code
+        response = error_response(exc, record.request_id, _decision_headers(record))
+    except Exception as exc:  # a bug: answer 500 without a traceback, log it with the id
+        record.status, record.error_code = 500, "internal_error"
+        response = error_response(exc, record.request_id, _decision_headers(record))
+    record.latency_ms = (clock.now() - started) * 1000
+    runtime.record_done(record)
+    return response
+
+
+async def _stream(
+    request: web.Request,
+    runtime: GatewayRuntime,
+    chat: ChatRequest,
+    record: RequestRecord,
+    started: float,
+) -> web.StreamResponse:
+    response: web.StreamResponse | None = None
+    async with runtime.pipeline.stream(chat, record) as events:
+        cost_known = record.cache is CacheOutcome.EXACT
+        response = web.StreamResponse(
+            headers={**_SSE_HEADERS, **_decision_headers(record, cost_known=cost_known)}
+        )
+        await response.prepare(request)
+        try:
+            async for event in events:
+                await response.write(event)
+        except GatewayError as exc:
+            # Bytes are already on the wire: the failure travels as an SSE error event.
+            record.status, record.error_code = exc.status, exc.code
+            await response.write(frame_json(gateway_error_payload(exc, record.request_id)))
+        except (ConnectionResetError, ConnectionError):
+            # The client went away: leaving this block closes the upstream request too.
+            record.status, record.error_code = 499, "client_closed_request"
+    record.latency_ms = (runtime.clock.now() - started) * 1000
+    runtime.record_done(record)
+    if record.status != 499:
+        await response.write_eof()
+    return response
+
+
+async def list_models(request: web.Request) -> web.Response:
+    runtime = request.app[RUNTIME]
+    data = [_model_object(m.id, runtime) for m in runtime.config.models]
+    return web.json_response({"object": "list", "data": data}, dumps=_dumps)
+
+
+async def get_model(request: web.Request) -> web.Response:
+    runtime = request.app[RUNTIME]
+    model_id = request.match_info["model_id"]
+    if not any(m.id == model_id for m in runtime.config.models):
+        rid = "req_" + uuid.uuid4().hex
+        return error_response(
+            ModelNotFound(f"The model '{model_id}' does not exist on this gateway."), rid
+        )
+    return web.json_response(_model_object(model_id, runtime), dumps=_dumps)
+
+
+def _model_object(model_id: str, runtime: GatewayRuntime) -> dict[str, object]:
+    return {
+        "id": model_id,
+        "object": "model",
+        "created": int(runtime.started_at),
+        "owned_by": "hybrid-gateway",
+    }
+
+
+async def healthz(request: web.Request) -> web.Response:
+    runtime = request.app[RUNTIME]
+    body = {
+        "status": "ok",
+        "version": __version__,
+        "uptime_s": round(time.time() - runtime.started_at, 3),
+        "channels": sorted(runtime.channels),
+    }
+    return web.json_response(body, dumps=_dumps)
+
+
+async def metrics(request: web.Request) -> web.Response:
+    runtime = request.app[RUNTIME]
+    if runtime.exact_cache is not None:
+        runtime.metrics.cache_entries.set(runtime.exact_cache.entries)
+        runtime.metrics.cache_bytes.set(runtime.exact_cache.bytes)
+    return web.Response(
+        body=runtime.metrics.render(), headers={"Content-Type": "text/plain; version=0.0.4"}
+    )
+
+
+def _dumps(obj: object) -> str:
+    return orjson.dumps(obj).decode()

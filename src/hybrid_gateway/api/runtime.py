@@ -1,0 +1,95 @@
+"""Build the gateway's runtime objects from the config tree, and close them again.
+
+Everything with a lifetime (HTTP pools, the request log's thread, caches) is created here, in
+the app's startup, never at import time.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from hybrid_gateway.accounting.prices import Price
+from hybrid_gateway.cache.exact import MemoryExactCache
+from hybrid_gateway.config import GatewayConfig, read_api_key, resolve_path
+from hybrid_gateway.observability.metrics import GatewayMetrics
+from hybrid_gateway.observability.request_log import SqliteRequestLog
+from hybrid_gateway.pipeline.gateway import Pipeline, PipelineParts
+from hybrid_gateway.resilience.clock import Clock
+from hybrid_gateway.routing.rules import RuleRouter
+from hybrid_gateway.types import RequestRecord
+from hybrid_gateway.upstreams.openai_http import OpenAIChannel
+
+
+@dataclass(slots=True)
+class GatewayRuntime:
+    config: GatewayConfig
+    pipeline: Pipeline
+    channels: dict[str, OpenAIChannel]
+    exact_cache: MemoryExactCache | None
+    request_log: SqliteRequestLog | None
+    metrics: GatewayMetrics
+    clock: Clock
+    started_at: float
+
+    def record_done(self, record: RequestRecord) -> None:
+        """Log and count a finished request (before its response is acknowledged)."""
+        if self.request_log is not None:
+            self.request_log.write(record)
+        self.metrics.observe(record)
+
+    async def aclose(self) -> None:
+        for channel in self.channels.values():
+            await channel.aclose()
+        if self.exact_cache is not None:
+            await self.exact_cache.aclose()
+        if self.request_log is not None:
+            self.request_log.close()
+
+
+def build_runtime(
+    config: GatewayConfig, *, config_path: str | Path | None, clock: Clock
+) -> GatewayRuntime:
+    source = str(config_path or "<config>")
+    channels = {
+        name: OpenAIChannel(name, ch, api_key=read_api_key(name, ch, source))
+        for name, ch in config.channels.items()
+    }
+    prices = {
+        name: Price(ch.price_per_1m_input, ch.price_per_1m_output)
+        for name, ch in config.channels.items()
+    }
+    router = RuleRouter(
+        rules=config.routing.rules,
+        default_lane=config.routing.default_lane,
+        lane_channels={name: lane.channel for name, lane in config.lanes.items()},
+        model_lanes={m.id: m.lane for m in config.models},
+    )
+    exact_cfg = config.cache.exact
+    exact = (
+        MemoryExactCache(
+            ttl_s=exact_cfg.ttl_s, max_entries=exact_cfg.max_entries,
+            max_bytes=exact_cfg.max_bytes, clock=clock,
+        )  # fmt: skip
+        if exact_cfg.enabled
+        else None
+    )
+    log_cfg = config.server.request_log
+    request_log = (
+        SqliteRequestLog(
+            resolve_path(config_path, log_cfg.path),
+            flush_interval_s=log_cfg.flush_interval_ms / 1000,
+        )
+        if log_cfg.enabled
+        else None
+    )
+    pipeline = Pipeline(
+        PipelineParts(router=router, channels=channels, prices=prices, exact_cache=exact,
+                      clock=clock)
+    )  # fmt: skip
+    metrics = GatewayMetrics()
+    return GatewayRuntime(
+        config=config, pipeline=pipeline, channels=channels, exact_cache=exact,
+        request_log=request_log, metrics=metrics, clock=clock, started_at=time.time(),
+    )  # fmt: skip

@@ -1,0 +1,57 @@
+"""The `hybrid-gateway` command line: a thin registry of subcommands.
+
+Each subcommand lives in its own module, which exposes two functions:
+
+    configure(parser: argparse.ArgumentParser) -> None   # add its arguments
+    run(args: argparse.Namespace) -> int                  # do the work, return an exit code
+
+Modules are imported only when their subcommand runs, so `hybrid-gateway emulate` never pays
+for the gateway's imports and vice versa.  Adding a subcommand: write the module, add one line
+to ``COMMANDS``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+# name -> (module path, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "serve": ("hybrid_gateway.api.serve", "run the OpenAI-compatible gateway"),
+    "emulate": ("hybrid_gateway.tools.emulator.cli", "run an OpenAI-compatible LLM server emulator"),
+    "bench": ("hybrid_gateway.tools.overhead.cli", "benchmarks (`bench overhead`: gateway cost vs a bare proxy)"),
+    "demo": ("hybrid_gateway.tools.demo", "start two emulators + the gateway and send a short mix"),
+    "config": ("hybrid_gateway.config_cli", "check a config file (`config check FILE`)"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="hybrid-gateway", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, (_, help_text) in COMMANDS.items():
+        sub.add_parser(name, help=help_text, add_help=False)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    top = build_parser()
+    if not args_list or args_list[0] in {"-h", "--help"}:
+        top.print_help()
+        return 0 if args_list else 2
+    name = args_list[0]
+    if name not in COMMANDS:
+        top.parse_args(args_list)  # prints the usage error and exits 2
+        return 2
+    module_path, help_text = COMMANDS[name]
+    module = importlib.import_module(module_path)
+    parser = argparse.ArgumentParser(prog=f"hybrid-gateway {name}", description=help_text)
+    module.configure(parser)
+    args = parser.parse_args(args_list[1:])
+    return int(module.run(args))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

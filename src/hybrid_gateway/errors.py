@@ -1,0 +1,89 @@
+"""The gateway's exception tree.  Only ``api/error_mapping.py`` turns these into HTTP responses.
+
+    GatewayError
+    ├── ConfigError                 a config file is wrong: names the file, the field, what was expected
+    ├── RequestError                the client's request is wrong (4xx)
+    │   ├── InvalidRequest          400: malformed JSON, wrong types, missing fields, unsupported params
+    │   ├── PayloadTooLarge         413: body over server.max_body_bytes
+    │   └── ModelNotFound           404: a model id the gateway does not serve
+    ├── Overloaded                  503 + Retry-After: no capacity now (a full lane, an upstream 429)
+    └── UpstreamError               an upstream channel failed (5xx)
+        ├── UpstreamUnavailable     502: connection refused/reset, bad status, broken body
+        └── UpstreamTimeout         504: no answer before the channel's timeout
+
+Each carries an OpenAI-style ``type`` and ``code`` so the mapping to the wire is one table.
+"""
+
+from __future__ import annotations
+
+
+class GatewayError(Exception):
+    status: int = 500
+    type: str = "server_error"
+    code: str = "internal_error"
+
+    def __init__(self, message: str, *, param: str | None = None, code: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = param
+        if code is not None:
+            self.code = code
+
+
+class ConfigError(GatewayError):
+    """Raised at start-up; never reaches a client."""
+
+    def __init__(self, file: str, field: str, expected: str) -> None:
+        super().__init__(f"{file}: {field}: {expected}")
+        self.file = file
+        self.field = field
+        self.expected = expected
+
+
+class RequestError(GatewayError):
+    status = 400
+    type = "invalid_request_error"
+    code = "invalid_request"
+
+
+class InvalidRequest(RequestError):
+    pass
+
+
+class PayloadTooLarge(RequestError):
+    status = 413
+    code = "request_too_large"
+
+
+class ModelNotFound(RequestError):
+    status = 404
+    code = "model_not_found"
+
+
+class Overloaded(GatewayError):
+    status = 503
+    type = "overloaded_error"
+    code = "lane_queue_timeout"
+
+    def __init__(self, message: str, *, retry_after_s: float) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+class UpstreamError(GatewayError):
+    status = 502
+    type = "upstream_error"
+    code = "upstream_error"
+
+    def __init__(self, message: str, *, channel: str, code: str | None = None) -> None:
+        super().__init__(message, code=code)
+        self.channel = channel
+
+
+class UpstreamUnavailable(UpstreamError):
+    code = "upstream_unavailable"
+
+
+class UpstreamTimeout(UpstreamError):
+    status = 504
+    code = "upstream_timeout"

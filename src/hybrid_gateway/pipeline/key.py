@@ -1,0 +1,80 @@
+"""The canonical request key: the same question with the same answer-changing parameters.
+
+What goes in: the namespace (tenant), the model id the client asked for, the messages
+(role, content, name, tool calls) and the parameters that change the answer.  What never goes
+in: ``user``, ``metadata``, ``stream``/``stream_options``, request ids, timestamps, anything the
+client sends that does not change what the model would say.  Parameters set to the OpenAI
+default (temperature 1, top_p 1, n 1, penalties 0) are dropped, so "not given" and "given the
+default" share one entry.  Numbers are normalised (1 == 1.0), and a content list holding a
+single text part equals the plain string.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import orjson
+
+from hybrid_gateway.types import ChatRequest
+
+# Parameters that change what the model answers.
+ANSWER_PARAMS: frozenset[str] = frozenset(
+    {
+        "temperature", "top_p", "max_tokens", "max_completion_tokens", "stop", "seed",
+        "presence_penalty", "frequency_penalty", "logit_bias", "response_format", "tools",
+        "tool_choice", "parallel_tool_calls", "n", "logprobs", "top_logprobs",
+        "reasoning_effort", "modalities", "audio", "prediction", "functions", "function_call",
+        "top_k", "min_p", "repetition_penalty", "verbosity", "web_search_options",
+    }
+)  # fmt: skip
+
+# Values equal to the API default are the same request as the parameter left out.
+_DEFAULTS: Mapping[str, Any] = {
+    "temperature": 1.0,
+    "top_p": 1.0,
+    "n": 1,
+    "presence_penalty": 0.0,
+    "frequency_penalty": 0.0,
+    "logprobs": False,
+}
+
+_MESSAGE_FIELDS = ("role", "content", "name", "tool_calls", "tool_call_id", "function_call")
+
+
+def request_key(request: ChatRequest, namespace: str) -> str:
+    """A 32-hex-digit digest identifying the answer this request should get."""
+    canonical = [namespace, request.model, _messages(request.messages), _params(request.body)]
+    payload = orjson.dumps(canonical, option=orjson.OPT_SORT_KEYS)
+    return hashlib.blake2b(payload, digest_size=16).hexdigest()
+
+
+def _messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for message in messages:
+        item = {f: message[f] for f in _MESSAGE_FIELDS if message.get(f) is not None}
+        content = item.get("content")
+        if isinstance(content, list) and len(content) == 1 and isinstance(content[0], dict):
+            part = content[0]
+            if part.get("type") == "text" and isinstance(part.get("text"), str):
+                item["content"] = part["text"]
+        out.append(item)
+    return out
+
+
+def _params(body: Mapping[str, Any]) -> dict[str, Any]:
+    params: dict[str, Any] = {}
+    for name, value in body.items():
+        if name not in ANSWER_PARAMS or value is None:
+            continue
+        if isinstance(value, bool):
+            normal: Any = value
+        elif isinstance(value, int | float):
+            normal = float(value)
+        else:
+            normal = value
+        if name in _DEFAULTS and normal == _DEFAULTS[name]:
+            continue
+        params[name] = normal
+    return params

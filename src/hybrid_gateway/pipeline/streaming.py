@@ -1,0 +1,155 @@
+"""Streams: relay an upstream's chunks as they come, and replay a cached answer as a stream.
+
+``StreamAssembler`` sees every upstream payload once, on its way to the client: it decides what
+is forwarded (the usage-only chunk is dropped for clients that did not ask for usage), and it
+rebuilds the complete answer alongside, so a fully received stream can be cached and billed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+
+from hybrid_gateway.accounting.tokens import estimate_tokens
+from hybrid_gateway.types import Usage
+from hybrid_gateway.upstreams.sse import DONE, DONE_EVENT, frame, frame_json
+
+_CACHEABLE_FINISH = frozenset({"stop", "length"})
+
+
+class StreamAssembler:
+    def __init__(self, *, include_usage: bool) -> None:
+        self._include_usage = include_usage
+        self._content: dict[int, list[str]] = {}
+        self._finish: dict[int, str | None] = {}
+        self._roles: dict[int, str] = {}
+        self._meta: dict[str, Any] = {}
+        self._tool_calls = False
+        self.usage: Usage | None = None
+        self.done = False
+        self.chunks = 0
+
+    def feed(self, payload: bytes) -> bytes | None:
+        """Take one upstream data payload; return the SSE bytes to forward, or None."""
+        if payload.strip() == DONE:
+            self.done = True
+            return None  # the caller sends [DONE] itself, after any synthesized usage
+        try:
+            chunk = orjson.loads(payload)
+        except orjson.JSONDecodeError:
+            return frame(payload)  # not ours to judge: relay it untouched
+        if not isinstance(chunk, dict):
+            return frame(payload)
+        self.chunks += 1
+        if not self._meta:
+            self._meta = {k: chunk.get(k) for k in ("id", "created", "model") if k in chunk}
+        usage = chunk.get("usage")
+        if isinstance(usage, dict):
+            self.usage = _usage(usage)
+        choices = chunk.get("choices")
+        if isinstance(choices, list):
+            for choice in choices:
+                if isinstance(choice, dict):
+                    self._take(choice)
+        if not choices and isinstance(usage, dict) and not self._include_usage:
+            return None
+        return frame(payload)
+
+    def _take(self, choice: Mapping[str, Any]) -> None:
+        index = choice.get("index", 0)
+        index = index if isinstance(index, int) else 0
+        delta = choice.get("delta")
+        if isinstance(delta, dict):
+            if isinstance(delta.get("content"), str):
+                self._content.setdefault(index, []).append(delta["content"])
+            if isinstance(delta.get("role"), str):
+                self._roles[index] = delta["role"]
+            if delta.get("tool_calls") or delta.get("function_call"):
+                self._tool_calls = True
+        if choice.get("finish_reason") is not None:
+            self._finish[index] = choice["finish_reason"]
+
+    def text(self) -> str:
+        return "".join("".join(parts) for parts in self._content.values())
+
+    @property
+    def cacheable(self) -> bool:
+        """Complete, error-free, plain text: the only kind of stream worth caching."""
+        return (
+            self.done
+            and not self._tool_calls
+            and bool(self._finish)
+            and all(reason in _CACHEABLE_FINISH for reason in self._finish.values())
+        )
+
+    def final_usage(self, prompt_tokens_estimate: int) -> Usage:
+        if self.usage is not None:
+            return self.usage
+        return Usage(prompt_tokens_estimate, estimate_tokens(self.text()), estimated=True)
+
+    def usage_event(self, usage: Usage) -> bytes:
+        """A usage-only chunk for a client that asked for usage when the upstream sent none."""
+        return frame_json(
+            {**self._meta, "object": "chat.completion.chunk", "choices": [],
+             "usage": usage.as_openai()}
+        )  # fmt: skip
+
+    def completion_body(self, usage: Usage) -> bytes:
+        """The whole answer as a ``chat.completion`` body (what the cache stores)."""
+        indexes = sorted(set(self._content) | set(self._finish))
+        choices = [
+            {
+                "index": i,
+                "message": {"role": self._roles.get(i, "assistant"),
+                            "content": "".join(self._content.get(i, []))},
+                "finish_reason": self._finish.get(i),
+            }
+            for i in indexes
+        ]  # fmt: skip
+        body = {**self._meta, "object": "chat.completion", "choices": choices,
+                "usage": usage.as_openai()}  # fmt: skip
+        return orjson.dumps(body)
+
+
+def replay_as_stream(body: bytes, *, include_usage: bool) -> list[bytes]:
+    """SSE events that deliver a stored ``chat.completion`` to a streaming client."""
+    completion = orjson.loads(body)
+    meta = {
+        "id": completion.get("id", "chatcmpl-cached"),
+        "object": "chat.completion.chunk",
+        "created": completion.get("created", 0),
+        "model": completion.get("model", ""),
+    }
+    events: list[bytes] = []
+    for choice in completion.get("choices", []):
+        index = choice.get("index", 0)
+        message = choice.get("message") or {}
+        role = message.get("role", "assistant")
+        content = message.get("content") or ""
+        events.append(frame_json({**meta, "choices": [
+            {"index": index, "delta": {"role": role, "content": ""}, "finish_reason": None}]}))
+        if content:
+            events.append(frame_json({**meta, "choices": [
+                {"index": index, "delta": {"content": content}, "finish_reason": None}]}))
+        events.append(frame_json({**meta, "choices": [
+            {"index": index, "delta": {}, "finish_reason": choice.get("finish_reason", "stop")}]}))
+    if include_usage and isinstance(completion.get("usage"), dict):
+        events.append(frame_json({**meta, "choices": [], "usage": completion["usage"]}))
+    events.append(DONE_EVENT)
+    return events  # fmt: skip
+
+
+def _usage(raw: Mapping[str, Any]) -> Usage:
+    prompt = raw.get("prompt_tokens")
+    completion = raw.get("completion_tokens")
+    return Usage(
+        prompt_tokens=prompt if isinstance(prompt, int) else 0,
+        completion_tokens=completion if isinstance(completion, int) else 0,
+    )
+
+
+def usage_from_completion(body: Mapping[str, Any]) -> Usage | None:
+    raw = body.get("usage")
+    return _usage(raw) if isinstance(raw, dict) else None

@@ -1,0 +1,139 @@
+"""Emulator settings: one frozen tree, and the two calibrated profiles.
+
+The numbers in ``LIGHT`` and ``HEAVY`` are chosen so the emulator reproduces the brief's figures
+(REQUIREMENTS.md sections 0 and 8); ``docs/emulator.md`` shows how, with measured latencies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+
+@dataclass(frozen=True, slots=True)
+class EngineSettings:
+    """The continuous-batching performance model (see ``engine.py``).
+
+    One decode step lasts
+    ``decode_step_ms + per_seq_step_ms * batch + per_kilotoken_step_ms * context_tokens / 1000``
+    plus ``prompt_tokens / prefill_tps`` for each request admitted at that step.
+    """
+
+    max_num_seqs: int = 32
+    prefill_tps: float = 10000.0
+    decode_step_ms: float = 16.0
+    per_seq_step_ms: float = 0.05
+    per_kilotoken_step_ms: float = 0.5
+    kv_budget_tokens: int = 65536
+
+    def __post_init__(self) -> None:
+        _check(self.max_num_seqs >= 1, "max_num_seqs must be >= 1")
+        _check(self.prefill_tps > 0, "prefill_tps must be > 0")
+        _check(self.decode_step_ms >= 0, "decode_step_ms must be >= 0")
+        _check(self.per_seq_step_ms >= 0, "per_seq_step_ms must be >= 0")
+        _check(self.per_kilotoken_step_ms >= 0, "per_kilotoken_step_ms must be >= 0")
+        _check(self.kv_budget_tokens >= 1, "kv_budget_tokens must be >= 1")
+
+
+@dataclass(frozen=True, slots=True)
+class FaultSettings:
+    """Random faults, drawn once per request from ``random.Random(seed)``.
+
+    One uniform draw picks at most one fault: error, then stall, then reset, so the three rates
+    must sum to at most 1.
+    """
+
+    error_rate: float = 0.0
+    error_status: int = 503
+    stall_rate: float = 0.0
+    stall_s: float = 5.0
+    reset_rate: float = 0.0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("error_rate", "stall_rate", "reset_rate"):
+            rate = getattr(self, name)
+            _check(0.0 <= rate <= 1.0, f"{name} must be within [0, 1]")
+        _check(
+            self.error_rate + self.stall_rate + self.reset_rate <= 1.0 + 1e-9,
+            "error_rate + stall_rate + reset_rate must be <= 1",
+        )
+        _check(400 <= self.error_status <= 599, "error_status must be an HTTP error (400-599)")
+        _check(self.stall_s >= 0, "stall_s must be >= 0")
+
+
+@dataclass(frozen=True, slots=True)
+class EmulatorSettings:
+    """Everything one emulator instance needs.
+
+    ``min_output_tokens`` / ``max_output_tokens`` bound the natural answer length, which is picked
+    from a hash of the prompt (so the same prompt always gets the same length); a request's
+    ``max_tokens`` can only shorten it.  ``strict_model`` answers other model names with 404,
+    as vLLM does; by default any name is accepted and echoed.
+    """
+
+    model: str
+    engine: EngineSettings = field(default_factory=EngineSettings)
+    min_output_tokens: int = 16
+    max_output_tokens: int = 160
+    faults: FaultSettings = field(default_factory=FaultSettings)
+    zero_delay: bool = False
+    strict_model: bool = False
+
+    def __post_init__(self) -> None:
+        _check(bool(self.model), "model must not be empty")
+        _check("@" not in self.model, "model must not contain '@' (it selects scripted faults)")
+        _check(self.min_output_tokens >= 1, "min_output_tokens must be >= 1")
+        _check(
+            self.max_output_tokens >= self.min_output_tokens,
+            "max_output_tokens must be >= min_output_tokens",
+        )
+
+
+def _check(ok: bool, message: str) -> None:
+    if not ok:
+        raise ValueError(message)
+
+
+# A small model: fast steps, 64 slots and short answers.  At 100 concurrent a third of the
+# requests queue briefly, which is what lifts its peak TTFT towards (but under) 1 s.
+LIGHT = EmulatorSettings(
+    model="light",
+    engine=EngineSettings(
+        max_num_seqs=64,
+        prefill_tps=20000.0,
+        decode_step_ms=6.0,
+        per_seq_step_ms=0.04,
+        per_kilotoken_step_ms=0.1,
+        kv_budget_tokens=131072,
+    ),
+    min_output_tokens=8,
+    max_output_tokens=96,
+)
+
+# A large model: slower steps and the brief's batch of 32, so at 100 concurrent two thirds of
+# the requests queue for a slot; that queue is what pushes p95 to the 8-12 s of the brief.
+HEAVY = EmulatorSettings(
+    model="heavy",
+    engine=EngineSettings(
+        max_num_seqs=32,
+        prefill_tps=10000.0,
+        decode_step_ms=16.0,
+        per_seq_step_ms=0.05,
+        per_kilotoken_step_ms=0.5,
+        kv_budget_tokens=65536,
+    ),
+    min_output_tokens=16,
+    max_output_tokens=160,
+)
+
+PROFILES: Mapping[str, EmulatorSettings] = MappingProxyType({"light": LIGHT, "heavy": HEAVY})
+
+
+def profile(name: str) -> EmulatorSettings:
+    """The named profile; ``ValueError`` lists the known names."""
+    try:
+        return PROFILES[name]
+    except KeyError:
+        raise ValueError(f"unknown profile {name!r}; known: {', '.join(PROFILES)}") from None

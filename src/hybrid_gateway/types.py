@@ -1,0 +1,111 @@
+"""Values that flow along the request path: frozen, typed, no behaviour beyond formatting."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class ChatRequest:
+    """A validated chat completion request, as the client sent it."""
+
+    model: str
+    messages: Sequence[Mapping[str, Any]]
+    stream: bool
+    include_usage: bool
+    # The parsed JSON body, forwarded upstream with ``model`` replaced.
+    body: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    prompt_tokens: int
+    completion_tokens: int
+    # True when the upstream gave no usage and the gateway counted the tokens itself.
+    estimated: bool = False
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def as_openai(self) -> dict[str, int]:
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "total_tokens": self.total_tokens,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class RouteDecision:
+    """Which lane and channel answer, and the rule (or score) that decided."""
+
+    lane: str
+    channel: str
+    rule: str
+    score: float | None = None
+
+    def header(self) -> str:
+        text = f"lane={self.lane}; channel={self.channel}; rule={self.rule}"
+        return text if self.score is None else f"{text}; score={self.score:.3f}"
+
+
+class CacheOutcome(enum.StrEnum):
+    MISS = "miss"
+    EXACT = "exact"
+    # The request was not eligible for the cache (e.g. the client opted out).
+    BYPASS = "bypass"
+
+
+@dataclass(frozen=True, slots=True)
+class CachedAnswer:
+    """A complete, successful chat.completion body and what it cost to make."""
+
+    body: bytes
+    usage: Usage
+    created_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class CacheLookup:
+    outcome: CacheOutcome
+    key: str
+    entry: CachedAnswer | None = None
+    similarity: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ChatResult:
+    """A finished non-streamed answer: the bytes to send and the usage that was billed."""
+
+    body: bytes
+    usage: Usage
+    cacheable: bool
+
+
+@dataclass(slots=True)
+class RequestRecord:
+    """Everything decided about one request; filled in along the path, logged at the end."""
+
+    request_id: str
+    started_at: float  # wall clock, for the log
+    model: str = ""
+    stream: bool = False
+    tenant: str = "default"
+    cache_key: str = ""
+    cache: CacheOutcome = CacheOutcome.MISS
+    similarity: float | None = None
+    route: RouteDecision | None = None
+    status: int = 200
+    error_code: str | None = None
+    usage: Usage | None = None
+    cost_usd: float = 0.0
+    latency_ms: float = 0.0
+    upstream_ms: float | None = None
+    ttft_ms: float | None = None
+    retries: int = 0
+    fallback: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)

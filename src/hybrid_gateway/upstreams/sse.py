@@ -1,0 +1,50 @@
+"""Server-sent events, both directions: frame our own events, split an upstream's.
+
+The relay is event by event: each upstream ``data:`` payload is forwarded as soon as its
+terminating blank line arrives, never buffered to the end of the stream.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterable, AsyncIterator
+from typing import Any
+
+import orjson
+
+DONE = b"[DONE]"
+DONE_EVENT = b"data: [DONE]\n\n"
+
+
+def frame(payload: bytes) -> bytes:
+    """One SSE event carrying ``payload`` as its data."""
+    return b"data: " + payload + b"\n\n"
+
+
+def frame_json(obj: Any) -> bytes:
+    return frame(orjson.dumps(obj))
+
+
+def comment(text: str) -> bytes:
+    """An SSE comment line: clients (the OpenAI SDKs included) ignore it."""
+    return b": " + text.encode() + b"\n\n"
+
+
+async def iter_data(lines: AsyncIterable[bytes]) -> AsyncIterator[bytes]:
+    """Yield the data payload of each event read from an upstream SSE byte stream.
+
+    Multi-line data fields are joined with newlines (per the SSE spec); comments, ``event:``,
+    ``id:`` and ``retry:`` fields are dropped.  The caller sees ``[DONE]`` like any payload.
+    """
+    data: list[bytes] = []
+    async for raw in lines:
+        line = raw.rstrip(b"\r\n")
+        if not line:
+            if data:
+                yield b"\n".join(data)
+                data = []
+            continue
+        if line.startswith(b"data:"):
+            value = line[5:]
+            data.append(value[1:] if value.startswith(b" ") else value)
+    if data:  # a stream that ends without the final blank line still delivers its last event
+        yield b"\n".join(data)
