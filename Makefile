@@ -13,13 +13,13 @@ $(BIN)/python:
 	$(BIN)/python -m pip install -q --upgrade pip
 
 $(BASE): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e .
+	$(BIN)/python -m pip install -q -e '.[demo]'
 	touch $@
 
 # The test extras include llama-cpp-python[server], which compiles llama.cpp the first time
 # (about 6 minutes; pip caches the built wheel for the next venv).
 $(FULL): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e '.[test,llama,bench]'
+	$(BIN)/python -m pip install -q -e '.[test,llama,bench,demo]'
 	touch $@ $(BASE)
 
 # wrk is the out-of-process load generator of the overhead benchmark (Debian package).

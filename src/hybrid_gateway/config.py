@@ -135,7 +135,9 @@ class GatewayConfig(_Strict):
         seen: set[str] = set()
         for i, model in enumerate(self.models):
             if model.id in seen:
-                raise _FieldError(f"models.{i}.id", f"a unique model id, got duplicate {model.id!r}")
+                raise _FieldError(
+                    f"models.{i}.id", f"a unique model id, got duplicate {model.id!r}"
+                )
             seen.add(model.id)
             if model.lane is not None:
                 _must_exist(model.lane, self.lanes, f"models.{i}.lane", "a lane name")
@@ -158,7 +160,9 @@ def _must_exist(name: str, names: Mapping[str, Any], field: str, what: str) -> N
 def parse_config(data: Any, source: str = "<config>") -> GatewayConfig:
     """Validate an already-loaded mapping; raise ``ConfigError`` naming ``source``."""
     if not isinstance(data, dict):
-        raise ConfigError(source, "<root>", f"a mapping at the top level, got {type(data).__name__}")
+        raise ConfigError(
+            source, "<root>", f"a mapping at the top level, got {type(data).__name__}"
+        )
     try:
         return GatewayConfig.model_validate(data)
     except ValidationError as exc:

@@ -1,12 +1,12 @@
 """The gateway's exception tree.  Only ``api/error_mapping.py`` turns these into HTTP responses.
 
     GatewayError
-    ├── ConfigError                 a config file is wrong: names the file, the field, what was expected
+    ├── ConfigError                 a bad config file: names the file, the field, what was expected
     ├── RequestError                the client's request is wrong (4xx)
-    │   ├── InvalidRequest          400: malformed JSON, wrong types, missing fields, unsupported params
+    │   ├── InvalidRequest          400: bad JSON, wrong types, missing fields, unknown params
     │   ├── PayloadTooLarge         413: body over server.max_body_bytes
     │   └── ModelNotFound           404: a model id the gateway does not serve
-    ├── Overloaded                  503 + Retry-After: no capacity now (a full lane, an upstream 429)
+    ├── Overloaded                  503 + Retry-After: no capacity now (full lane, upstream 429)
     └── UpstreamError               an upstream channel failed (5xx)
         ├── UpstreamUnavailable     502: connection refused/reset, bad status, broken body
         └── UpstreamTimeout         504: no answer before the channel's timeout

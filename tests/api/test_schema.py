@@ -17,8 +17,15 @@ def refused(body: Any) -> InvalidRequest:
 
 
 def test_valid_request() -> None:
-    chat = parse_chat_request({"model": "auto", "messages": USER, "stream": True,
-                               "stream_options": {"include_usage": True}, "temperature": 0.2})
+    chat = parse_chat_request(
+        {
+            "model": "auto",
+            "messages": USER,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "temperature": 0.2,
+        }
+    )
     assert chat.model == "auto" and chat.stream and chat.include_usage
 
 

@@ -23,7 +23,7 @@ async def test_hit_then_expiry_after_ttl() -> None:
     assert await cache.get("k") is not None
     await clock.advance(0.2)
     assert await cache.get("k") is None
-    assert cache.entries == 0 and cache.bytes == 0
+    assert cache.entries == 0 and cache.size_bytes == 0
 
 
 async def test_entry_bound_evicts_least_recently_used() -> None:
@@ -40,10 +40,10 @@ async def test_byte_bound() -> None:
     cache = make(ManualClock(), max_bytes=10)
     await cache.put("a", b"12345", USAGE)
     await cache.put("b", b"12345", USAGE)
-    assert cache.bytes == 10
+    assert cache.size_bytes == 10
     await cache.put("c", b"123", USAGE)
     assert await cache.get("a") is None
-    assert cache.bytes == 8
+    assert cache.size_bytes == 8
     await cache.put("huge", b"x" * 11, USAGE)  # bigger than the budget: not stored
     assert await cache.get("huge") is None and cache.entries == 2
 
@@ -52,4 +52,4 @@ async def test_overwrite_keeps_byte_count_right() -> None:
     cache = make(ManualClock())
     await cache.put("a", b"12345", USAGE)
     await cache.put("a", b"12", USAGE)
-    assert cache.bytes == 2 and cache.entries == 1
+    assert cache.size_bytes == 2 and cache.entries == 1

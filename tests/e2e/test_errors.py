@@ -13,10 +13,12 @@ import pytest
 from tests.e2e.stack import Gateway
 from tests.e2e.test_openai_sdk import client
 
-USER = [{"role": "user", "content": "hello"}]
+USER: Any = [{"role": "user", "content": "hello"}]
 
 
-def post_raw(stack: Gateway, body: bytes, path: str = "/v1/chat/completions") -> tuple[int, dict[str, Any], dict[str, str]]:
+def post_raw(
+    stack: Gateway, body: bytes, path: str = "/v1/chat/completions"
+) -> tuple[int, dict[str, Any], dict[str, str]]:
     request = urllib.request.Request(stack.url + path, data=body, method="POST",
                                      headers={"Content-Type": "application/json"})  # fmt: skip
     try:
@@ -72,13 +74,13 @@ def test_unknown_path_and_method(stack: Gateway) -> None:
 def test_sdk_error_classes(stack: Gateway) -> None:
     sdk = client(stack)
     with pytest.raises(openai.NotFoundError) as not_found:
-        sdk.chat.completions.create(model="gpt-9", messages=USER)  # type: ignore[arg-type]
+        sdk.chat.completions.create(model="gpt-9", messages=USER)
     assert not_found.value.code == "model_not_found"
     with pytest.raises(openai.BadRequestError) as empty:
         sdk.chat.completions.create(model="auto", messages=[])
     assert empty.value.param == "messages"
     with pytest.raises(openai.BadRequestError) as unsupported:
-        sdk.chat.completions.create(model="auto", messages=USER, extra_body={"bogus": 1})  # type: ignore[arg-type]
+        sdk.chat.completions.create(model="auto", messages=USER, extra_body={"bogus": 1})
     assert unsupported.value.code == "unsupported_parameter"
 
 
@@ -97,7 +99,7 @@ def test_upstream_failures_map_to_gateway_errors(
     stack: Gateway, model: str, status: int, code: str | None
 ) -> None:
     with pytest.raises(openai.APIStatusError) as info:
-        client(stack).chat.completions.create(model=model, messages=USER)  # type: ignore[arg-type]
+        client(stack).chat.completions.create(model=model, messages=USER)
     response = info.value.response
     assert response.status_code == status
     payload = response.json()
@@ -109,7 +111,9 @@ def test_upstream_failures_map_to_gateway_errors(
 
 def test_stream_that_breaks_midway_ends_with_an_error_event(stack: Gateway) -> None:
     stream = client(stack).chat.completions.create(
-        model="fault-midstream", messages=USER, stream=True  # type: ignore[arg-type]
+        model="fault-midstream",
+        messages=USER,
+        stream=True,
     )
     received: list[str] = []
     with pytest.raises(openai.APIError) as info:
@@ -121,5 +125,5 @@ def test_stream_that_breaks_midway_ends_with_an_error_event(stack: Gateway) -> N
 
 def test_stream_failing_before_first_byte_is_a_plain_http_error(stack: Gateway) -> None:
     with pytest.raises(openai.APIStatusError) as info:
-        client(stack).chat.completions.create(model="fault-502", messages=USER, stream=True)  # type: ignore[arg-type]
+        client(stack).chat.completions.create(model="fault-502", messages=USER, stream=True)
     assert info.value.status_code == 502

@@ -11,6 +11,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import openai
 import pytest
@@ -19,7 +20,7 @@ from tests.e2e.stack import Gateway, channel, closed_port, gateway, write_config
 
 pytestmark = pytest.mark.llama
 
-PROMPT = [{"role": "user", "content": "Say hello in one short sentence."}]
+PROMPT: Any = [{"role": "user", "content": "Say hello in one short sentence."}]
 
 
 def smollm2_path() -> str:
@@ -89,11 +90,20 @@ def direct(llama_url: str, stream: bool) -> str:
     sdk = openai.OpenAI(base_url=llama_url + "/v1", api_key="x", max_retries=0)
     if not stream:
         answer = sdk.chat.completions.create(
-            model="smollm2", messages=PROMPT, temperature=0, max_tokens=24, seed=1  # type: ignore[arg-type]
+            model="smollm2",
+            messages=PROMPT,
+            temperature=0,
+            max_tokens=24,
+            seed=1,
         )
         return answer.choices[0].message.content or ""
     chunks = sdk.chat.completions.create(
-        model="smollm2", messages=PROMPT, temperature=0, max_tokens=24, seed=1, stream=True  # type: ignore[arg-type]
+        model="smollm2",
+        messages=PROMPT,
+        temperature=0,
+        max_tokens=24,
+        seed=1,
+        stream=True,
     )
     return "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
 
@@ -101,7 +111,11 @@ def direct(llama_url: str, stream: bool) -> str:
 def test_non_streamed_answer_arrives_intact(llama_url: str, llama_gateway: Gateway) -> None:
     sdk = openai.OpenAI(base_url=llama_gateway.base_url, api_key="x", max_retries=0, timeout=120)
     raw = sdk.chat.completions.with_raw_response.create(
-        model="light", messages=PROMPT, temperature=0, max_tokens=24, seed=1  # type: ignore[arg-type]
+        model="light",
+        messages=PROMPT,
+        temperature=0,
+        max_tokens=24,
+        seed=1,
     )
     answer = raw.parse()
     assert answer.choices[0].message.content == direct(llama_url, stream=False)
@@ -113,7 +127,12 @@ def test_non_streamed_answer_arrives_intact(llama_url: str, llama_gateway: Gatew
 def test_streamed_answer_arrives_intact(llama_url: str, llama_gateway: Gateway) -> None:
     sdk = openai.OpenAI(base_url=llama_gateway.base_url, api_key="x", max_retries=0, timeout=120)
     with sdk.chat.completions.with_streaming_response.create(
-        model="heavy", messages=PROMPT, temperature=0, max_tokens=24, seed=1, stream=True,  # type: ignore[arg-type]
+        model="heavy",
+        messages=PROMPT,
+        temperature=0,
+        max_tokens=24,
+        seed=1,
+        stream=True,
         stream_options={"include_usage": True},
     ) as response:
         assert response.headers["x-gateway-cache"] == "miss"
@@ -124,7 +143,11 @@ def test_streamed_answer_arrives_intact(llama_url: str, llama_gateway: Gateway) 
     assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens > 0
     # Fully received, so cached: a non-streamed ask for the same thing is an exact hit.
     raw = sdk.chat.completions.with_raw_response.create(
-        model="heavy", messages=PROMPT, temperature=0, max_tokens=24, seed=1  # type: ignore[arg-type]
+        model="heavy",
+        messages=PROMPT,
+        temperature=0,
+        max_tokens=24,
+        seed=1,
     )
     assert raw.headers["x-gateway-cache"] == "exact"
     assert raw.parse().choices[0].message.content == text

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 import time
 import uuid
+from typing import Any
 
 import openai
 import pytest
@@ -42,12 +43,15 @@ def test_non_streaming_answer_and_decision_headers(stack: Gateway) -> None:
 
 def test_exact_cache_hits_ignore_user_and_miss_on_other_params(stack: Gateway) -> None:
     sdk = client(stack)
-    messages = [{"role": "system", "content": "Be brief."},
+    messages: Any = [{"role": "system", "content": "Be brief."},
                 {"role": "user", "content": unique("How do I install the CLI?")}]  # fmt: skip
 
-    def ask(**kw: object) -> tuple[str, str, str]:
+    def ask(**kw: Any) -> tuple[str, str, str]:
         raw = sdk.chat.completions.with_raw_response.create(
-            model="auto", messages=kw.pop("messages", messages), max_tokens=16, **kw  # type: ignore[arg-type]
+            model="auto",
+            messages=kw.pop("messages", messages),
+            max_tokens=16,
+            **kw,
         )
         return raw.headers["x-gateway-cache"], raw.headers["x-gateway-cost-usd"], raw.text
 
@@ -87,9 +91,12 @@ async def test_async_streaming_with_usage(stack: Gateway) -> None:
 def test_sync_stream_without_usage_then_cached(stack: Gateway) -> None:
     sdk = client(stack)
     question = unique("Explain the difference between TCP and UDP in depth.")
-    messages = [{"role": "user", "content": question}]
+    messages: Any = [{"role": "user", "content": question}]
     with sdk.chat.completions.with_streaming_response.create(
-        model="auto", messages=messages, max_tokens=12, stream=True  # type: ignore[arg-type]
+        model="auto",
+        messages=messages,
+        max_tokens=12,
+        stream=True,
     ) as response:
         assert response.headers["x-gateway-route"].startswith("lane=heavy; channel=heavy-emu")
         assert response.headers["x-gateway-cost-usd"] == "pending"
@@ -99,7 +106,9 @@ def test_sync_stream_without_usage_then_cached(stack: Gateway) -> None:
     assert streamed
     # The stream was received in full, so it was cached: the same question now hits.
     raw = sdk.chat.completions.with_raw_response.create(
-        model="auto", messages=messages, max_tokens=12  # type: ignore[arg-type]
+        model="auto",
+        messages=messages,
+        max_tokens=12,
     )
     assert raw.headers["x-gateway-cache"] == "exact"
     assert raw.parse().choices[0].message.content == streamed
@@ -132,5 +141,11 @@ def test_request_log_records_the_decision(stack: Gateway) -> None:
         time.sleep(0.05)
     assert row is not None
     lane, channel, rule, cache, status, prompt_tokens, cost = row
-    assert (lane, channel, rule, cache, status) == ("heavy", "heavy-emu", "model:heavy", "miss", 200)
+    assert (lane, channel, rule, cache, status) == (
+        "heavy",
+        "heavy-emu",
+        "model:heavy",
+        "miss",
+        200,
+    )
     assert prompt_tokens > 0 and cost > 0

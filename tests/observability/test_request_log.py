@@ -30,8 +30,10 @@ def test_write_flush_and_fields(tmp_path: Path) -> None:
     for i in range(5):
         log.write(record(i))
     assert log.flush() == 5
-    rows = log.query("SELECT request_id, lane, channel, rule, cache, prompt_tokens, cost_usd "
-                     "FROM requests ORDER BY request_id")
+    rows = log.query(
+        "SELECT request_id, lane, channel, rule, cache, prompt_tokens, cost_usd "
+        "FROM requests ORDER BY request_id"
+    )
     assert rows[0] == ("req_0", "light", "light-local", "short-single-turn", "miss", 10, 0.001)
     assert log.flush() == 0
     log.close()

@@ -41,8 +41,10 @@ def test_rules_are_ordered_first_match_wins() -> None:
 def test_short_single_turn_and_default() -> None:
     assert route("什么是向量数据库?") == ("light", "short-single-turn")
     assert route("什么是向量数据库?", history=2)[1] == "default"
-    assert route("Explain how this API's authentication works end to end, with the threat model "
-                 "and the trade-offs between tokens and mutual TLS.") == ("heavy", "default")
+    assert route(
+        "Explain how this API's authentication works end to end, with the threat model "
+        "and the trade-offs between tokens and mutual TLS."
+    ) == ("heavy", "default")
     assert route("x" * 500) == ("heavy", "long-question")
 
 

@@ -15,7 +15,7 @@ async def collect(*items: bytes) -> list[bytes]:
 
 
 async def test_events_split_on_blank_lines() -> None:
-    got = await collect(b"data: {\"a\":1}\n", b"\n", b"data: [DONE]\n", b"\n")
+    got = await collect(b'data: {"a":1}\n', b"\n", b"data: [DONE]\n", b"\n")
     assert got == [b'{"a":1}', b"[DONE]"]
 
 

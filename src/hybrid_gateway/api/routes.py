@@ -155,7 +155,7 @@ async def metrics(request: web.Request) -> web.Response:
     runtime = request.app[RUNTIME]
     if runtime.exact_cache is not None:
         runtime.metrics.cache_entries.set(runtime.exact_cache.entries)
-        runtime.metrics.cache_bytes.set(runtime.exact_cache.bytes)
+        runtime.metrics.cache_bytes.set(runtime.exact_cache.size_bytes)
     return web.Response(
         body=runtime.metrics.render(), headers={"Content-Type": "text/plain; version=0.0.4"}
     )

@@ -69,9 +69,11 @@ def build_runtime(
     exact_cfg = config.cache.exact
     exact = (
         MemoryExactCache(
-            ttl_s=exact_cfg.ttl_s, max_entries=exact_cfg.max_entries,
-            max_bytes=exact_cfg.max_bytes, clock=clock,
-        )  # fmt: skip
+            ttl_s=exact_cfg.ttl_s,
+            max_entries=exact_cfg.max_entries,
+            max_bytes=exact_cfg.max_bytes,
+            clock=clock,
+        )
         if exact_cfg.enabled
         else None
     )

@@ -38,7 +38,7 @@ class MemoryExactCache:
         return len(self._entries)
 
     @property
-    def bytes(self) -> int:
+    def size_bytes(self) -> int:
         return self._bytes
 
     async def get(self, key: str) -> CachedAnswer | None:

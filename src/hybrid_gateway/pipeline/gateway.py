@@ -167,8 +167,10 @@ def _complete_answer(body: Mapping[str, object]) -> bool:
         if not isinstance(choice, dict) or choice.get("finish_reason") not in _CACHEABLE_FINISH:
             return False
         message = choice.get("message")
-        if not isinstance(message, dict) or message.get("tool_calls") or message.get(
-            "function_call"
+        if (
+            not isinstance(message, dict)
+            or message.get("tool_calls")
+            or message.get("function_call")
         ):
             return False
     return True

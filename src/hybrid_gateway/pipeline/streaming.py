@@ -128,13 +128,45 @@ def replay_as_stream(body: bytes, *, include_usage: bool) -> list[bytes]:
         message = choice.get("message") or {}
         role = message.get("role", "assistant")
         content = message.get("content") or ""
-        events.append(frame_json({**meta, "choices": [
-            {"index": index, "delta": {"role": role, "content": ""}, "finish_reason": None}]}))
+        events.append(
+            frame_json(
+                {
+                    **meta,
+                    "choices": [
+                        {
+                            "index": index,
+                            "delta": {"role": role, "content": ""},
+                            "finish_reason": None,
+                        }
+                    ],
+                }
+            )
+        )
         if content:
-            events.append(frame_json({**meta, "choices": [
-                {"index": index, "delta": {"content": content}, "finish_reason": None}]}))
-        events.append(frame_json({**meta, "choices": [
-            {"index": index, "delta": {}, "finish_reason": choice.get("finish_reason", "stop")}]}))
+            events.append(
+                frame_json(
+                    {
+                        **meta,
+                        "choices": [
+                            {"index": index, "delta": {"content": content}, "finish_reason": None}
+                        ],
+                    }
+                )
+            )
+        events.append(
+            frame_json(
+                {
+                    **meta,
+                    "choices": [
+                        {
+                            "index": index,
+                            "delta": {},
+                            "finish_reason": choice.get("finish_reason", "stop"),
+                        }
+                    ],
+                }
+            )
+        )
     if include_usage and isinstance(completion.get("usage"), dict):
         events.append(frame_json({**meta, "choices": [], "usage": completion["usage"]}))
     events.append(DONE_EVENT)
