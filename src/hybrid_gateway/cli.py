@@ -20,8 +20,14 @@ from collections.abc import Sequence
 # name -> (module path, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("hybrid_gateway.api.serve", "run the OpenAI-compatible gateway"),
-    "emulate": ("hybrid_gateway.tools.emulator.cli", "run an OpenAI-compatible LLM server emulator"),
-    "bench": ("hybrid_gateway.tools.overhead.cli", "benchmarks (`bench overhead`: gateway cost vs a bare proxy)"),
+    "emulate": (
+        "hybrid_gateway.tools.emulator.cli",
+        "run an OpenAI-compatible LLM server emulator",
+    ),
+    "bench": (
+        "hybrid_gateway.tools.overhead.cli",
+        "benchmarks (`bench overhead`: gateway cost vs a bare proxy)",
+    ),
     "demo": ("hybrid_gateway.tools.demo", "start two emulators + the gateway and send a short mix"),
     "config": ("hybrid_gateway.config_cli", "check a config file (`config check FILE`)"),
 }

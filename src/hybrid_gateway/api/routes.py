@@ -60,7 +60,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         raw = await _read_body(request, runtime.config.server.max_body_bytes)
         chat = parse_chat_request(parse_body(raw))
         record.model, record.stream = chat.model, chat.stream
-        if not any(m.id == chat.model for m in runtime.config.models):
+        if chat.model not in runtime.model_ids:
             raise ModelNotFound(
                 f"The model '{chat.model}' does not exist on this gateway; "
                 f"GET /v1/models lists the ones it serves.",
@@ -123,7 +123,7 @@ async def list_models(request: web.Request) -> web.Response:
 async def get_model(request: web.Request) -> web.Response:
     runtime = request.app[RUNTIME]
     model_id = request.match_info["model_id"]
-    if not any(m.id == model_id for m in runtime.config.models):
+    if model_id not in runtime.model_ids:
         rid = "req_" + uuid.uuid4().hex
         return error_response(
             ModelNotFound(f"The model '{model_id}' does not exist on this gateway."), rid

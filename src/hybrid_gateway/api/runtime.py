@@ -32,6 +32,7 @@ class GatewayRuntime:
     metrics: GatewayMetrics
     clock: Clock
     started_at: float
+    model_ids: frozenset[str]
 
     def record_done(self, record: RequestRecord) -> None:
         """Log and count a finished request (before its response is acknowledged)."""
@@ -94,4 +95,5 @@ def build_runtime(
     return GatewayRuntime(
         config=config, pipeline=pipeline, channels=channels, exact_cache=exact,
         request_log=request_log, metrics=metrics, clock=clock, started_at=time.time(),
+        model_ids=frozenset(m.id for m in config.models),
     )  # fmt: skip

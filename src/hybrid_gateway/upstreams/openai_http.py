@@ -44,6 +44,13 @@ class OpenAIChannel:
             self._headers["Authorization"] = f"Bearer {api_key}"
         self._slots = asyncio.Semaphore(config.max_concurrency)
         self._session: aiohttp.ClientSession | None = None
+        self._timeout = aiohttp.ClientTimeout(
+            total=config.timeout_s, sock_connect=config.connect_timeout_s
+        )
+        # A stream may run long; what must not happen is a silent gap of timeout_s.
+        self._stream_timeout = aiohttp.ClientTimeout(
+            total=None, sock_connect=config.connect_timeout_s, sock_read=config.timeout_s
+        )
 
     def _client(self) -> aiohttp.ClientSession:
         if self._session is None:
@@ -71,7 +78,10 @@ class OpenAIChannel:
     @asynccontextmanager
     async def _slot(self) -> AsyncIterator[None]:
         try:
-            await asyncio.wait_for(self._slots.acquire(), self.config.queue_timeout_s)
+            if self._slots.locked():
+                await asyncio.wait_for(self._slots.acquire(), self.config.queue_timeout_s)
+            else:
+                await self._slots.acquire()  # a free slot: no timer needed
         except TimeoutError:
             raise Overloaded(
                 f"channel {self.name} is at its concurrency limit "
@@ -86,13 +96,10 @@ class OpenAIChannel:
     async def complete(self, body: Mapping[str, Any]) -> tuple[bytes, dict[str, Any]]:
         """POST a non-streamed request; return the raw answer and its parsed JSON."""
         data = self.payload(body, stream=False)
-        timeout = aiohttp.ClientTimeout(
-            total=self.config.timeout_s, sock_connect=self.config.connect_timeout_s
-        )
         async with self._slot():
             try:
                 async with self._client().post(
-                    self._url, data=data, headers=self._headers, timeout=timeout
+                    self._url, data=data, headers=self._headers, timeout=self._timeout
                 ) as resp:
                     raw = await resp.read()
                     if resp.status >= 400:
@@ -115,13 +122,10 @@ class OpenAIChannel:
         ``UpstreamUnavailable`` from the iterator.
         """
         data = self.payload(body, stream=True)
-        timeout = aiohttp.ClientTimeout(
-            total=None, sock_connect=self.config.connect_timeout_s, sock_read=self.config.timeout_s
-        )
         async with self._slot():
             try:
                 resp = await self._client().post(
-                    self._url, data=data, headers=self._headers, timeout=timeout
+                    self._url, data=data, headers=self._headers, timeout=self._stream_timeout
                 )
             except (TimeoutError, aiohttp.ServerTimeoutError):
                 raise UpstreamTimeout(

@@ -71,14 +71,15 @@ def stable_hash(*parts: str) -> int:
     return int.from_bytes(digest, "big")
 
 
-_WORDS = (
+_VOCABULARY = (
     "the answer is that a system uses one simple rule for each request and then checks "
     "whether result matches expected value in document policy guide section table where "
     "configuration lists default option account balance customer service ticket refund "
     "order shipping status invoice payment method contract clause summary definition means "
     "process step should could would first second finally because therefore however also "
     "model latency budget cache route queue token batch memory limit error retry timeout"
-).split()
+)
+_WORDS = tuple(_VOCABULARY.split())
 
 
 class PseudoAnswers:

@@ -15,12 +15,15 @@ from __future__ import annotations
 import argparse
 import contextlib
 import shlex
+import signal
 import sys
 import tempfile
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from types import FrameType
 
 from hybrid_gateway.tools.overhead.bare_proxy import loop_name
 from hybrid_gateway.tools.overhead.processes import (
@@ -45,7 +48,6 @@ from hybrid_gateway.tools.overhead.wrk import (
     WrkError,
     WrkRun,
     find_wrk,
-    lua_script,
     run_wrk,
     wrk_version,
 )
@@ -89,7 +91,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     overhead = sub.add_parser(
         "overhead",
         help="gateway pass-through cost vs a bare aiohttp proxy, with wrk",
-        description=__doc__.splitlines()[0] if __doc__ else None,
+        description="Measure the gateway's pass-through cost (exact-cache miss, rule routing, "
+        "relay, request log) against a bare aiohttp proxy and the emulator itself, with wrk.",
     )
     overhead.add_argument(
         "--duration", type=_int_at_least(1), default=10, help="seconds per level (default 10)"
@@ -135,12 +138,13 @@ def run_overhead(args: argparse.Namespace) -> int:
         return 2
     started = datetime.now(UTC)
     try:
-        results = _run_all(args, wrk)
+        with _sigterm_stops_the_run():
+            results = _run_all(args, wrk)
     except (ProcessStartError, WrkError, ProcessLookupError, OSError) as exc:
         print(f"bench overhead: the run broke: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print("bench overhead: interrupted; all processes stopped", file=sys.stderr)
+        print("bench overhead: interrupted; every process it started is stopped", file=sys.stderr)
         return 130
     info = RunInfo(
         started_at=started,
@@ -155,6 +159,23 @@ def run_overhead(args: argparse.Namespace) -> int:
     print(render_markdown(report))
     print(f"wrote {json_path} and {md_path}")
     return 0
+
+
+@contextlib.contextmanager
+def _sigterm_stops_the_run() -> Iterator[None]:
+    """Turn SIGTERM into KeyboardInterrupt for the run, so the children get stopped too."""
+
+    def interrupt(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signal handlers can only be set from the main thread
+        return
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _run_all(args: argparse.Namespace, wrk: str) -> list[LevelResult]:
@@ -309,7 +330,9 @@ def _settings(args: argparse.Namespace) -> dict[str, object]:
         "wrk_threads": "min(concurrency, 2)",
         "path": CHAT_PATH,
         "emulator": f"--profile {args.emulator_profile} --zero-delay",
-        "lua_script_example": lua_script("EXAMPLE").splitlines()[3:6],
+        "body": '{"model": "auto", "messages": [{"role": "user", "content": '
+        '"What is the capital of France? #<run token>-<wrk thread>-<counter>"}], "max_tokens": 16}',
+        "unique_bodies": True,
         "invoked_as": list(sys.argv),
     }
 

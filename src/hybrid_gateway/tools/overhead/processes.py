@@ -5,19 +5,21 @@ listening line would block on a full pipe that nobody drains, which would show u
 throughput collapse in the benchmark rather than as an error.  We poll the stdout file for the
 line instead.  Each child gets its own session (process group) so that stopping it also stops
 anything it spawned, and a Ctrl-C in the terminal reaches only us: we then stop the children in
-order from our ``finally``.
+order from our ``finally``.  On Linux each child also asks the kernel for SIGTERM when we die,
+so even a SIGKILLed benchmark leaves nothing running.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import re
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -91,6 +93,7 @@ def start_process(
             cwd=cwd,
             env=child_env(),
             start_new_session=True,
+            preexec_fn=_die_with_parent_hook(),
         )
     try:
         url = _wait_for_url(name, popen, stdout_path, stderr_path, timeout_s)
@@ -141,6 +144,26 @@ def _stop_popen(popen: subprocess.Popen[bytes], timeout_s: float) -> int | None:
         # The leader is gone; make sure nothing it started outlives it.
         _signal_group(popen.pid, signal.SIGKILL)
     return popen.returncode
+
+
+def _die_with_parent_hook() -> Callable[[], None] | None:
+    """A pre-exec hook asking the kernel to SIGTERM the child when we die, even by SIGKILL.
+
+    The libc function is looked up here, in the parent: between fork and exec the child must
+    not import or allocate much (other threads may hold locks the child inherits).
+    """
+    if sys.platform != "linux":
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    pr_set_pdeathsig, sigterm = 1, int(signal.SIGTERM)
+
+    def hook() -> None:
+        prctl(pr_set_pdeathsig, sigterm)
+
+    return hook
 
 
 def _signal_group(pid: int, sig: signal.Signals) -> None:

@@ -234,10 +234,11 @@ def _comparison_table(comparison: Sequence[JsonDict]) -> list[str]:
     ]
     for c in comparison:
         rps_check, cpu_check, err_check = c["checks"]
+        cpu_ratio = _fmt(c["cpu_ratio"], ".2f", "x")
         rows.append(
             f"| {c['concurrency']} | {_fmt(c['rps_ratio'], '.0%')} | {rps_check['target']} | "
             f"{rps_check['verdict']} | {_fmt(c['gateway_cpu_ms_per_request'], '.3f')} | "
-            f"{cpu_check['target']} | {cpu_check['verdict']} | {_fmt(c['cpu_ratio'], '.2f')}x | "
+            f"{cpu_check['target']} | {cpu_check['verdict']} | {cpu_ratio} | "
             f"{err_check['value']:.0f} {err_check['verdict']} |"
         )
     return rows
@@ -267,5 +268,5 @@ def _round(value: float | None, digits: int) -> float | None:
     return None if value is None else round(value, digits)
 
 
-def _fmt(value: float | None, spec: str) -> str:
-    return "n/a" if value is None else format(value, spec)
+def _fmt(value: float | None, spec: str, unit: str = "") -> str:
+    return "n/a" if value is None else format(value, spec) + unit

@@ -130,10 +130,11 @@ def find_wrk() -> str | None:
 
 
 def wrk_version(wrk: str) -> str:
-    """First line of ``wrk --version`` (it exits 1 after printing it)."""
+    """``wrk --version`` without the copyright notice (wrk exits 1 after printing it)."""
     proc = subprocess.run([wrk, "--version"], capture_output=True, text=True, timeout=10)
     lines = (proc.stdout or proc.stderr).strip().splitlines()
-    return lines[0].strip() if lines else "unknown"
+    first = lines[0] if lines else "unknown"
+    return first.split(" Copyright")[0].strip()
 
 
 def lua_script(token: str | None = None, path: str = CHAT_PATH) -> str:
