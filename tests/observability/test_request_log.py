@@ -57,7 +57,7 @@ def test_journal_survives_a_crash_and_is_replayed(tmp_path: Path) -> None:
     # Simulate a crash: the process dies without flush or close; only the journal remains.
     os.close(crashed._fd)
     with open(path.with_name(path.name + ".journal"), "ab") as journal:
-        journal.write(b'{"request_id": "req_torn", "ts"')  # a line torn mid-write
+        journal.write(b'["req_torn", 1.5, "default"')  # a line torn mid-write
     restarted = SqliteRequestLog(path, flush_interval_s=60)
     assert count(restarted) == 3
     restarted.close()
@@ -74,3 +74,23 @@ def test_replay_is_idempotent(tmp_path: Path) -> None:
     again = SqliteRequestLog(path, flush_interval_s=60)
     assert count(again) == 1
     again.close()
+
+
+def test_large_batches_span_several_statements(tmp_path: Path) -> None:
+    log = SqliteRequestLog(tmp_path / "r.sqlite3", flush_interval_s=60)
+    for i in range(1234):
+        log.write(record(i))
+    assert log.flush() == 1234
+    assert count(log) == 1234
+    log.close()
+
+
+def test_statement_sizes_are_few_and_cover_the_batch() -> None:
+    from hybrid_gateway.observability.request_log import _statement_sizes
+
+    seen: set[int] = set()
+    for rows in range(1, 2000):
+        sizes = list(_statement_sizes(rows))
+        assert sum(sizes) == rows
+        seen.update(sizes)
+    assert len(seen) <= 10

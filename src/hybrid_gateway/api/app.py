@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
@@ -25,7 +24,7 @@ async def _http_errors_as_json(request: web.Request, handler: Handler) -> web.St
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
-        return http_error_response(exc, "req_" + uuid.uuid4().hex)
+        return http_error_response(exc, request.app[routes.RUNTIME].ids.new())
 
 
 def create_app(

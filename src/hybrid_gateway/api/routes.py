@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-import uuid
 
 import orjson
 from aiohttp import web
@@ -55,7 +54,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     runtime = request.app[RUNTIME]
     clock = runtime.clock
     started = clock.now()
-    record = RequestRecord(request_id="req_" + uuid.uuid4().hex, started_at=time.time())
+    record = RequestRecord(request_id=runtime.ids.new(), started_at=time.time())
     try:
         raw = await _read_body(request, runtime.config.server.max_body_bytes)
         chat = parse_chat_request(parse_body(raw))
@@ -124,7 +123,7 @@ async def get_model(request: web.Request) -> web.Response:
     runtime = request.app[RUNTIME]
     model_id = request.match_info["model_id"]
     if model_id not in runtime.model_ids:
-        rid = "req_" + uuid.uuid4().hex
+        rid = runtime.ids.new()
         return error_response(
             ModelNotFound(f"The model '{model_id}' does not exist on this gateway."), rid
         )

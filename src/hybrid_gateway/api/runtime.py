@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hybrid_gateway.accounting.prices import Price
+from hybrid_gateway.api.ids import RequestIds
 from hybrid_gateway.cache.exact import MemoryExactCache
 from hybrid_gateway.config import GatewayConfig, read_api_key, resolve_path
 from hybrid_gateway.observability.metrics import GatewayMetrics
@@ -33,6 +34,7 @@ class GatewayRuntime:
     clock: Clock
     started_at: float
     model_ids: frozenset[str]
+    ids: RequestIds
 
     def record_done(self, record: RequestRecord) -> None:
         """Log and count a finished request (before its response is acknowledged)."""
@@ -95,5 +97,5 @@ def build_runtime(
     return GatewayRuntime(
         config=config, pipeline=pipeline, channels=channels, exact_cache=exact,
         request_log=request_log, metrics=metrics, clock=clock, started_at=time.time(),
-        model_ids=frozenset(m.id for m in config.models),
+        model_ids=frozenset(m.id for m in config.models), ids=RequestIds(),
     )  # fmt: skip

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import logging
 import signal
 import sys
@@ -59,6 +60,13 @@ async def _serve(config: GatewayConfig, path: str, host: str, port: int, grace_s
     await runner.setup()
     site = web.TCPSite(runner, host, port, backlog=1024)
     await site.start()
+    # Everything built so far lives as long as the process: keep it out of the cyclic GC's
+    # scans, which otherwise revisit it on every full collection under load.  And collect the
+    # young generation every 20,000 allocations instead of 700: a request allocates hundreds of
+    # short-lived objects, almost all freed by reference counting anyway.  Measured with
+    # `bench overhead` at concurrency 20: ~230 -> ~207 us of gateway CPU per request.
+    gc.freeze()
+    gc.set_threshold(20_000, 50, 100)
     bound = runner.addresses[0]
     print(f"gateway listening on http://{bound[0]}:{bound[1]}", flush=True)
     stop = asyncio.Event()

@@ -1,15 +1,23 @@
 """The request log: one row per request, in SQLite (WAL), without slowing the request path.
 
 Durability without a database write per request: each record is appended to a journal file
-(one ``os.write`` of a JSON line, no fsync) before the response is finished, so it survives a
-crash of the gateway process.  A background thread moves the journal into SQLite in batches:
-it rotates the journal file, inserts the rotated batch (``INSERT OR IGNORE`` by request id, so a
-replay is harmless) and deletes the rotated file only after the commit.  At start-up, journal
-files left by a process that died are replayed first.  A clean shutdown flushes everything.
+(one ``os.write`` of a JSON array, no fsync) before the response is finished, so it survives a
+crash of the gateway process, and kept in memory.  A background thread moves the rows into
+SQLite in batches: it swaps the in-memory batch and rotates the journal file together, inserts
+the batch (``INSERT OR IGNORE`` by request id, so a replay is harmless) and deletes the rotated
+file only after the commit.  The journal is read back only at start-up, to replay what a
+process that died had journaled but not yet inserted.  A clean shutdown flushes everything.
+
+Rows go in as multi-row ``INSERT ... VALUES (...), (...)`` statements: SQLite releases the GIL
+once per statement, not once per row as ``executemany`` does, so the flusher does not wrestle
+the event loop for the GIL row by row (measured here: 4.0 us of CPU per row, against 5.1 for
+``executemany`` and 11.8 for one ``json_each`` statement per batch).
 """
 
 from __future__ import annotations
 
+import functools
+import itertools
 import os
 import sqlite3
 import threading
@@ -36,34 +44,47 @@ CREATE INDEX IF NOT EXISTS requests_ts ON requests (ts);
 """
 
 
-def record_row(record: RequestRecord) -> dict[str, Any]:
+Row = tuple[Any, ...]
+
+_ROWS_PER_STATEMENT = 500  # x 23 columns stays under SQLite's 32,766 bound variables
+_ONE_ROW = "(" + ", ".join("?" for _ in COLUMNS) + ")"
+
+
+@functools.lru_cache(maxsize=16)
+def _insert_sql(rows: int) -> str:
+    values = ", ".join([_ONE_ROW] * rows)
+    return f"INSERT OR IGNORE INTO requests ({', '.join(COLUMNS)}) VALUES {values}"
+
+
+def record_row(record: RequestRecord) -> Row:
+    """The record's values in ``COLUMNS`` order."""
     route = record.route
     usage = record.usage
-    return {
-        "request_id": record.request_id,
-        "ts": record.started_at,
-        "tenant": record.tenant,
-        "model": record.model,
-        "stream": int(record.stream),
-        "lane": route.lane if route else None,
-        "channel": route.channel if route else None,
-        "rule": route.rule if route else None,
-        "score": route.score if route else None,
-        "cache": record.cache.value,
-        "similarity": record.similarity,
-        "status": record.status,
-        "error_code": record.error_code,
-        "prompt_tokens": usage.prompt_tokens if usage else None,
-        "completion_tokens": usage.completion_tokens if usage else None,
-        "usage_estimated": int(usage.estimated) if usage else None,
-        "cost_usd": record.cost_usd,
-        "latency_ms": round(record.latency_ms, 3),
-        "upstream_ms": record.upstream_ms,
-        "ttft_ms": record.ttft_ms,
-        "retries": record.retries,
-        "fallback": record.fallback,
-        "cache_key": record.cache_key,
-    }
+    return (
+        record.request_id,
+        record.started_at,
+        record.tenant,
+        record.model,
+        int(record.stream),
+        route.lane if route else None,
+        route.channel if route else None,
+        route.rule if route else None,
+        route.score if route else None,
+        record.cache.value,
+        record.similarity,
+        record.status,
+        record.error_code,
+        usage.prompt_tokens if usage else None,
+        usage.completion_tokens if usage else None,
+        int(usage.estimated) if usage else None,
+        record.cost_usd,
+        round(record.latency_ms, 3),
+        record.upstream_ms,
+        record.ttft_ms,
+        record.retries,
+        record.fallback,
+        record.cache_key,
+    )
 
 
 class SqliteRequestLog:
@@ -76,7 +97,7 @@ class SqliteRequestLog:
         self._lock = threading.Lock()  # guards the journal fd and its rotation
         self._flush_lock = threading.Lock()  # one flush at a time
         self._stop = threading.Event()
-        self._pending = 0
+        self._pending: list[Row] = []  # journaled, not yet in SQLite
         self._rotation = 0
         path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
@@ -89,16 +110,17 @@ class SqliteRequestLog:
         self._thread.start()
 
     def write(self, record: RequestRecord) -> None:
-        line = orjson.dumps(record_row(record)) + b"\n"
+        row = record_row(record)
+        line = orjson.dumps(row) + b"\n"
         with self._lock:
             os.write(self._fd, line)
-            self._pending += 1
+            self._pending.append(row)
 
     def flush(self) -> int:
         """Move everything journaled so far into SQLite; return the number of rows moved."""
         with self._flush_lock:
             with self._lock:
-                if self._pending == 0:
+                if not self._pending:
                     return 0
                 self._rotation += 1
                 rotated = self._journal_path.with_name(
@@ -107,8 +129,10 @@ class SqliteRequestLog:
                 os.close(self._fd)
                 os.replace(self._journal_path, rotated)
                 self._fd = self._open_journal()
-                self._pending = 0
-            return self._ingest(rotated)
+                rows, self._pending = self._pending, []
+            self._insert(rows)
+            rotated.unlink()
+            return len(rows)
 
     def close(self) -> None:
         self._stop.set()
@@ -139,23 +163,44 @@ class SqliteRequestLog:
 
     def _ingest(self, journal: Path) -> int:
         rows = list(_read_rows(journal.read_bytes().splitlines()))
-        if rows:
-            sql = (
-                f"INSERT OR IGNORE INTO requests ({', '.join(COLUMNS)}) "
-                f"VALUES ({', '.join('?' for _ in COLUMNS)})"
-            )
-            self._db.execute("BEGIN")
-            self._db.executemany(sql, ([row.get(c) for c in COLUMNS] for row in rows))
-            self._db.execute("COMMIT")
+        self._insert(rows)
         journal.unlink()
         return len(rows)
 
+    def _insert(self, rows: Sequence[Row]) -> None:
+        if not rows:
+            return
+        self._db.execute("BEGIN")
+        start = 0
+        for size in _statement_sizes(len(rows)):
+            chunk = rows[start : start + size]
+            self._db.execute(_insert_sql(size), list(itertools.chain.from_iterable(chunk)))
+            start += size
+        self._db.execute("COMMIT")
 
-def _read_rows(lines: Iterable[bytes]) -> Iterable[dict[str, Any]]:
+
+def _statement_sizes(rows: int) -> Iterable[int]:
+    """Split ``rows`` into full statements plus power-of-two remainders.
+
+    SQLite connections cache prepared statements by SQL text, and a 500-row statement is large:
+    letting every batch size make its own statement grew the gateway's memory without bound.
+    With these sizes there are at most ten distinct statements.
+    """
+    full, rest = divmod(rows, _ROWS_PER_STATEMENT)
+    yield from [_ROWS_PER_STATEMENT] * full
+    bit = 1 << max(rest.bit_length() - 1, 0)
+    while rest:
+        if rest & bit:
+            yield bit
+            rest -= bit
+        bit >>= 1
+
+
+def _read_rows(lines: Iterable[bytes]) -> Iterable[Row]:
     for line in lines:
         try:
             row = orjson.loads(line)
         except orjson.JSONDecodeError:
             continue  # a line torn by a crash mid-write: the request was never acknowledged
-        if isinstance(row, dict) and "request_id" in row:
-            yield row
+        if isinstance(row, list) and len(row) == len(COLUMNS):
+            yield tuple(row)

@@ -75,42 +75,40 @@ class OpenAIChannel:
             out["stream_options"] = {"include_usage": True}
         return orjson.dumps(out)
 
-    @asynccontextmanager
-    async def _slot(self) -> AsyncIterator[None]:
+    async def _acquire(self) -> None:
+        """Take one of ``max_concurrency`` slots, or refuse after ``queue_timeout_s``."""
+        if not self._slots.locked():
+            await self._slots.acquire()  # a free slot: no timer needed
+            return
         try:
-            if self._slots.locked():
-                await asyncio.wait_for(self._slots.acquire(), self.config.queue_timeout_s)
-            else:
-                await self._slots.acquire()  # a free slot: no timer needed
+            await asyncio.wait_for(self._slots.acquire(), self.config.queue_timeout_s)
         except TimeoutError:
             raise Overloaded(
                 f"channel {self.name} is at its concurrency limit "
                 f"({self.config.max_concurrency}); retry later",
                 retry_after_s=1.0,
             ) from None
-        try:
-            yield
-        finally:
-            self._slots.release()
 
     async def complete(self, body: Mapping[str, Any]) -> tuple[bytes, dict[str, Any]]:
         """POST a non-streamed request; return the raw answer and its parsed JSON."""
         data = self.payload(body, stream=False)
-        async with self._slot():
-            try:
-                async with self._client().post(
-                    self._url, data=data, headers=self._headers, timeout=self._timeout
-                ) as resp:
-                    raw = await resp.read()
-                    if resp.status >= 400:
-                        raise self._status_error(resp.status, raw, resp.headers)
-            except (TimeoutError, aiohttp.ServerTimeoutError):
-                raise UpstreamTimeout(
-                    f"channel {self.name} gave no answer within {self.config.timeout_s:g} s",
-                    channel=self.name,
-                ) from None
-            except aiohttp.ClientError as exc:
-                raise self._connection_error(exc) from None
+        await self._acquire()
+        try:
+            async with self._client().post(
+                self._url, data=data, headers=self._headers, timeout=self._timeout
+            ) as resp:
+                raw = await resp.read()
+                if resp.status >= 400:
+                    raise self._status_error(resp.status, raw, resp.headers)
+        except (TimeoutError, aiohttp.ServerTimeoutError):
+            raise UpstreamTimeout(
+                f"channel {self.name} gave no answer within {self.config.timeout_s:g} s",
+                channel=self.name,
+            ) from None
+        except aiohttp.ClientError as exc:
+            raise self._connection_error(exc) from None
+        finally:
+            self._slots.release()
         return raw, self._parse(raw)
 
     @asynccontextmanager
@@ -122,7 +120,8 @@ class OpenAIChannel:
         ``UpstreamUnavailable`` from the iterator.
         """
         data = self.payload(body, stream=True)
-        async with self._slot():
+        await self._acquire()
+        try:
             try:
                 resp = await self._client().post(
                     self._url, data=data, headers=self._headers, timeout=self._stream_timeout
@@ -141,6 +140,8 @@ class OpenAIChannel:
                 yield self._events(resp)
             finally:
                 resp.release()
+        finally:
+            self._slots.release()
 
     async def _events(self, resp: aiohttp.ClientResponse) -> AsyncIterator[bytes]:
         try:

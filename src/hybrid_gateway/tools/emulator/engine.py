@@ -72,6 +72,7 @@ class Sequence:
             if self.generated > seen:
                 seen = self.generated
                 yield seen
+                continue  # more tokens may have come while the consumer was busy
             if self.done:
                 return
             await self._progress.wait()

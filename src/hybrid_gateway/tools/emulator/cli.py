@@ -1,0 +1,135 @@
+"""``hybrid-gateway emulate``: serve the emulator until SIGINT or SIGTERM.
+
+Once listening it prints exactly one line, ``emulator listening on http://HOST:PORT``, to stdout
+(``--port 0`` binds a free port, and the line gives the real one).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import signal
+import sys
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from aiohttp import web
+
+from .server import create_emulator_app
+from .settings import PROFILES, EmulatorSettings, FaultSettings, profile
+
+# --flag -> EngineSettings field, for the engine overrides
+_ENGINE_FLAGS = {
+    "max_num_seqs": int,
+    "prefill_tps": float,
+    "decode_step_ms": float,
+    "per_seq_step_ms": float,
+    "per_kilotoken_step_ms": float,
+    "kv_budget_tokens": int,
+}
+_FAULT_FLAGS = {
+    "error_rate": float,
+    "error_status": int,
+    "stall_rate": float,
+    "stall_s": float,
+    "reset_rate": float,
+    "seed": int,
+}
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--profile", choices=sorted(PROFILES), default="light")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8001, help="0 picks a free port")
+    parser.add_argument("--model", help="served model name (default: the profile's name)")
+    parser.add_argument(
+        "--zero-delay", action="store_true", help="answer at once, bypassing the engine"
+    )
+    parser.add_argument(
+        "--strict-model", action="store_true", help="404 for other model names, as vLLM does"
+    )
+    parser.add_argument("--min-output-tokens", type=int)
+    parser.add_argument("--max-output-tokens", type=int)
+    engine = parser.add_argument_group("engine (defaults from the profile)")
+    for name, kind in _ENGINE_FLAGS.items():
+        engine.add_argument(_flag(name), type=kind)
+    faults = parser.add_argument_group("random faults (off by default)")
+    for name, kind in _FAULT_FLAGS.items():
+        faults.add_argument(_flag(name), type=kind)
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def settings_from_args(args: argparse.Namespace) -> EmulatorSettings:
+    """The profile with every flag that was given applied on top."""
+    base = profile(args.profile)
+    engine = replace(base.engine, **_given(args, _ENGINE_FLAGS))
+    faults = replace(FaultSettings(), **_given(args, _FAULT_FLAGS))
+    outputs = _given(args, {"min_output_tokens": int, "max_output_tokens": int})
+    return replace(
+        base,
+        model=args.model or base.model,
+        engine=engine,
+        faults=faults,
+        zero_delay=args.zero_delay,
+        strict_model=args.strict_model,
+        **outputs,
+    )
+
+
+def _given(args: argparse.Namespace, names: dict[str, type]) -> dict[str, Any]:
+    return {name: getattr(args, name) for name in names if getattr(args, name) is not None}
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        settings = settings_from_args(args)
+    except ValueError as exc:
+        print(f"hybrid-gateway emulate: {exc}", file=sys.stderr)
+        return 2
+    with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+        runner.run(_serve(settings, args.host, args.port))
+    return 0
+
+
+def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    factory: Callable[[], asyncio.AbstractEventLoop] = uvloop.new_event_loop
+    return factory
+
+
+async def _serve(settings: EmulatorSettings, host: str, port: int) -> None:
+    app = create_emulator_app(settings)
+    # handler_cancellation: a client that hangs up frees its batch slot, as in vLLM
+    runner = web.AppRunner(app, access_log=None, handle_signals=False, handler_cancellation=True)
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, host, port, backlog=1024)
+        await site.start()
+        bound_port = _bound_port(runner, port)
+        shown = f"[{host}]" if ":" in host else host
+        print(f"emulator listening on http://{shown}:{bound_port}", flush=True)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(ValueError, RuntimeError):
+                loop.remove_signal_handler(sig)
+    finally:
+        await runner.cleanup()
+
+
+def _bound_port(runner: web.AppRunner, requested: int) -> int:
+    for address in runner.addresses:
+        if isinstance(address, tuple) and len(address) >= 2:
+            return int(address[1])
+    return requested
