@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from hybrid_gateway.tools.overhead.processes import (
+from hybrid_gateway.tools.processes import (
     ManagedProcess,
     python_module_argv,
     start_process,

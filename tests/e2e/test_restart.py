@@ -10,7 +10,7 @@ from pathlib import Path
 import openai
 import pytest
 
-from hybrid_gateway.tools.overhead.processes import stop_process
+from hybrid_gateway.tools.processes import stop_process
 from tests.e2e.conftest import e2e_config
 from tests.e2e.stack import start_gateway, write_config
 

@@ -10,14 +10,14 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from hybrid_gateway.tools.overhead.processes import (
+from hybrid_gateway.tools.overhead.wrk import CHAT_PATH, WRK_INSTALL_HINT, find_wrk
+from hybrid_gateway.tools.processes import (
     ManagedProcess,
     child_env,
     python_module_argv,
     start_process,
     stop_process,
 )
-from hybrid_gateway.tools.overhead.wrk import CHAT_PATH, WRK_INSTALL_HINT, find_wrk
 
 BODY = {
     "model": "auto",

@@ -22,7 +22,7 @@ import yaml
 
 from hybrid_gateway.config import GatewayConfig, load_config
 from hybrid_gateway.errors import ConfigError
-from hybrid_gateway.tools.overhead.processes import (
+from hybrid_gateway.tools.processes import (
     ManagedProcess,
     python_module_argv,
     start_process,

@@ -1,7 +1,7 @@
 """`hybrid-gateway bench overhead`: the gateway's pass-through cost against a bare aiohttp proxy.
 
 Modules: ``cli`` (the command), ``bare_proxy`` (the reference relay), ``wrk`` (Lua script and
-output parsing), ``procstat`` (CPU/RSS of a pid), ``processes`` (start/stop servers),
+output parsing), ``procstat`` (CPU/RSS of a pid),
 ``report`` (JSON + Markdown).  Only stdlib-only names are re-exported here, so importing the
 package stays cheap; the CLI entry point is ``hybrid_gateway.tools.overhead.cli``.
 """

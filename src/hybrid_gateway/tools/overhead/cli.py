@@ -26,13 +26,6 @@ from pathlib import Path
 from types import FrameType
 
 from hybrid_gateway.tools.overhead.bare_proxy import loop_name
-from hybrid_gateway.tools.overhead.processes import (
-    ManagedProcess,
-    ProcessStartError,
-    python_module_argv,
-    start_process,
-    stop_process,
-)
 from hybrid_gateway.tools.overhead.procstat import ProcessSampler
 from hybrid_gateway.tools.overhead.report import (
     LevelResult,
@@ -50,6 +43,13 @@ from hybrid_gateway.tools.overhead.wrk import (
     find_wrk,
     run_wrk,
     wrk_version,
+)
+from hybrid_gateway.tools.processes import (
+    ManagedProcess,
+    ProcessStartError,
+    python_module_argv,
+    start_process,
+    stop_process,
 )
 
 __all__ = ["TARGET_NAMES", "configure", "run", "run_overhead"]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from hybrid_gateway.tools.overhead.processes import (
+from hybrid_gateway.tools.processes import (
     ProcessStartError,
     child_env,
     start_process,
@@ -56,7 +56,7 @@ def test_a_silent_child_times_out_and_is_stopped(tmp_path: Path) -> None:
 ORPHANING_PARENT = """
 import os, sys
 from pathlib import Path
-from hybrid_gateway.tools.overhead.processes import start_process
+from hybrid_gateway.tools.processes import start_process
 child = start_process("orphan", [sys.executable, "-c", sys.argv[1]], Path(sys.argv[2]), 20)
 print(child.pid, flush=True)
 os.kill(os.getpid(), 9)

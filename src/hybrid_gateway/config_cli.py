@@ -1,0 +1,39 @@
+"""`hybrid-gateway config check FILE`: validate a config without starting anything."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from hybrid_gateway.config import load_config
+from hybrid_gateway.errors import ConfigError
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    check = sub.add_parser("check", help="validate a config file and summarise it")
+    check.add_argument("file", help="the YAML config file")
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        config = load_config(args.file)
+    except ConfigError as exc:
+        print(f"config error: {exc}", file=sys.stderr)
+        return 2
+    print(f"{args.file}: ok")
+    for name, channel in config.channels.items():
+        print(
+            f"  channel {name}: {channel.base_url} model={channel.model} "
+            f"${channel.price_per_1m_input:g}/${channel.price_per_1m_output:g} per 1M in/out, "
+            f"max_concurrency={channel.max_concurrency}"
+        )
+    for name, lane in config.lanes.items():
+        print(f"  lane {name} -> {lane.channel}")
+    models = ", ".join(
+        f"{m.id}" + (f"->{m.lane}" if m.lane else " (routed)") for m in config.models
+    )
+    print(f"  models: {models}")
+    rules = ", ".join(f"{r.name}->{r.lane}" for r in config.routing.rules) or "none"
+    print(f"  rules: {rules}; default lane {config.routing.default_lane}")
+    return 0

@@ -1,0 +1,94 @@
+"""Operational surface: health, metrics, concurrency limits, clients that hang up."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+import time
+import urllib.request
+import uuid
+from typing import Any
+
+import aiohttp
+import openai
+
+from tests.e2e.stack import Gateway
+from tests.e2e.test_openai_sdk import client
+
+
+def get(url: str) -> tuple[int, str, dict[str, str]]:
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return response.status, response.read().decode(), dict(response.headers)
+
+
+def test_healthz(stack: Gateway) -> None:
+    status, body, _ = get(stack.url + "/healthz")
+    payload = json.loads(body)
+    assert status == 200 and payload["status"] == "ok"
+    assert "light-emu" in payload["channels"]
+
+
+def test_metrics_count_what_was_served(stack: Gateway) -> None:
+    sdk = client(stack)
+    messages: Any = [{"role": "user", "content": f"metrics probe {uuid.uuid4().hex[:6]}"}]
+    for _ in range(2):
+        sdk.chat.completions.create(model="light", messages=messages, max_tokens=4)
+    status, text, headers = get(stack.url + "/metrics")
+    assert status == 200 and headers["Content-Type"].startswith("text/plain")
+    lines = text.splitlines()
+    hits = [ln for ln in lines if ln.startswith("hybrid_gateway_requests_total{")
+            and 'model="light"' in ln and 'cache="exact"' in ln]  # fmt: skip
+    assert hits and float(hits[0].rsplit(" ", 1)[1]) >= 1
+    assert any(ln.startswith('hybrid_gateway_cost_usd_total{channel="light-emu"}') for ln in lines)
+    assert "# TYPE hybrid_gateway_request_duration_seconds histogram" in lines
+
+
+async def test_channel_concurrency_limit_answers_503_with_retry_after(stack: Gateway) -> None:
+    sdk = openai.AsyncOpenAI(base_url=stack.base_url, api_key="x", max_retries=0, timeout=30)
+    messages: Any = [{"role": "user", "content": "hold the only slot"}]
+
+    async def ask(delay: float) -> int | str:
+        await asyncio.sleep(delay)
+        try:
+            await sdk.chat.completions.create(model="narrow", messages=messages, max_tokens=4)
+            return 200
+        except openai.APIStatusError as exc:
+            assert exc.response.headers["retry-after"] == "1"
+            return f"{exc.status_code} {exc.code}"
+
+    first, second = await asyncio.gather(ask(0), ask(0.2))
+    await sdk.close()
+    assert first == 200
+    assert second == "503 lane_queue_timeout"
+
+
+async def test_client_that_hangs_up_mid_stream_frees_the_upstream(
+    stack: Gateway, emulators: tuple[str, str]
+) -> None:
+    heavy_url = emulators[1]
+    body = {"model": "heavy", "stream": True, "max_tokens": 150,
+            "messages": [{"role": "user", "content": f"long story {uuid.uuid4().hex}"}]}  # fmt: skip
+    async with aiohttp.ClientSession() as session:
+        response = await session.post(stack.base_url + "/chat/completions", json=body)
+        request_id = response.headers["x-request-id"]
+        assert (await response.content.readline()).startswith(b"data: ")
+        response.close()  # hang up with the answer far from finished
+        deadline = time.monotonic() + 10
+        running = -1
+        while time.monotonic() < deadline:
+            async with session.get(heavy_url + "/stats") as stats:
+                running = (await stats.json())["running"]
+            if running == 0:
+                break
+            await asyncio.sleep(0.05)
+    assert running == 0, "the upstream request was cancelled and its batch slot freed"
+    log_path = stack.config_path.parent / "requests.sqlite3"
+    row = None
+    while row is None and time.monotonic() < deadline + 5:
+        with sqlite3.connect(log_path) as db:
+            row = db.execute(
+                "SELECT status, error_code FROM requests WHERE request_id = ?", (request_id,)
+            ).fetchone()
+        await asyncio.sleep(0.05)
+    assert row == (499, "client_closed_request")
