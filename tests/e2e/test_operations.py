@@ -67,8 +67,9 @@ async def test_client_that_hangs_up_mid_stream_frees_the_upstream(
     stack: Gateway, emulators: tuple[str, str]
 ) -> None:
     heavy_url = emulators[1]
+    question = f"long story {uuid.uuid4().hex}"
     body = {"model": "heavy", "stream": True, "max_tokens": 150,
-            "messages": [{"role": "user", "content": f"long story {uuid.uuid4().hex}"}]}  # fmt: skip
+            "messages": [{"role": "user", "content": question}]}  # fmt: skip
     async with aiohttp.ClientSession() as session:
         response = await session.post(stack.base_url + "/chat/completions", json=body)
         request_id = response.headers["x-request-id"]
