@@ -7,18 +7,16 @@ then the request log is flushed and the upstream pools are closed.
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextlib
 import gc
 import logging
-import signal
 import sys
 
 from aiohttp import web
 
 from hybrid_gateway.api.app import create_app
-from hybrid_gateway.config import GatewayConfig, load_config
+from hybrid_gateway.config import load_config
 from hybrid_gateway.errors import ConfigError
+from hybrid_gateway.serving import run_with_best_loop, serve_until_signalled
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -38,28 +36,17 @@ def run(args: argparse.Namespace) -> int:
         return 2
     host = args.host or config.server.host
     port = config.server.port if args.port is None else args.port
-    _install_fast_loop()
+    app = create_app(config, config_path=args.config)
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=args.grace_s)
     try:
-        asyncio.run(_serve(config, args.config, host, port, args.grace_s))
+        run_with_best_loop(serve_until_signalled(runner, host, port, "gateway", _tune_gc))
     except ConfigError as exc:  # raised while building the runtime (e.g. a missing API key env)
         print(f"config error: {exc}", file=sys.stderr)
         return 2
     return 0
 
 
-def _install_fast_loop() -> None:
-    with contextlib.suppress(ImportError):
-        import uvloop
-
-        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
-
-
-async def _serve(config: GatewayConfig, path: str, host: str, port: int, grace_s: float) -> None:
-    app = create_app(config, config_path=path)
-    runner = web.AppRunner(app, access_log=None, shutdown_timeout=grace_s)
-    await runner.setup()
-    site = web.TCPSite(runner, host, port, backlog=1024)
-    await site.start()
+def _tune_gc() -> None:
     # Everything built so far lives as long as the process: keep it out of the cyclic GC's
     # scans, which otherwise revisit it on every full collection under load.  And collect the
     # young generation every 20,000 allocations instead of 700: a request allocates hundreds of
@@ -67,13 +54,3 @@ async def _serve(config: GatewayConfig, path: str, host: str, port: int, grace_s
     # `bench overhead` at concurrency 20: ~230 -> ~207 us of gateway CPU per request.
     gc.freeze()
     gc.set_threshold(20_000, 50, 100)
-    bound = runner.addresses[0]
-    print(f"gateway listening on http://{bound[0]}:{bound[1]}", flush=True)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    try:
-        await stop.wait()
-    finally:
-        await runner.cleanup()

@@ -7,15 +7,13 @@ Once listening it prints exactly one line, ``emulator listening on http://HOST:P
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextlib
-import signal
 import sys
-from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
 from aiohttp import web
+
+from hybrid_gateway.serving import run_with_best_loop, serve_until_signalled
 
 from .server import create_emulator_app
 from .settings import PROFILES, EmulatorSettings, FaultSettings, profile
@@ -91,45 +89,8 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"hybrid-gateway emulate: {exc}", file=sys.stderr)
         return 2
-    with asyncio.Runner(loop_factory=_loop_factory()) as runner:
-        runner.run(_serve(settings, args.host, args.port))
-    return 0
-
-
-def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
-    try:
-        import uvloop
-    except ImportError:
-        return None
-    factory: Callable[[], asyncio.AbstractEventLoop] = uvloop.new_event_loop
-    return factory
-
-
-async def _serve(settings: EmulatorSettings, host: str, port: int) -> None:
     app = create_emulator_app(settings)
     # handler_cancellation: a client that hangs up frees its batch slot, as in vLLM
     runner = web.AppRunner(app, access_log=None, handle_signals=False, handler_cancellation=True)
-    await runner.setup()
-    try:
-        site = web.TCPSite(runner, host, port, backlog=1024)
-        await site.start()
-        bound_port = _bound_port(runner, port)
-        shown = f"[{host}]" if ":" in host else host
-        print(f"emulator listening on http://{shown}:{bound_port}", flush=True)
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
-        await stop.wait()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            with contextlib.suppress(ValueError, RuntimeError):
-                loop.remove_signal_handler(sig)
-    finally:
-        await runner.cleanup()
-
-
-def _bound_port(runner: web.AppRunner, requested: int) -> int:
-    for address in runner.addresses:
-        if isinstance(address, tuple) and len(address) >= 2:
-            return int(address[1])
-    return requested
+    run_with_best_loop(serve_until_signalled(runner, args.host, args.port, "emulator"))
+    return 0
