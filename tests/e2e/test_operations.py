@@ -93,3 +93,18 @@ async def test_client_that_hangs_up_mid_stream_frees_the_upstream(
             ).fetchone()
         await asyncio.sleep(0.05)
     assert row == (499, "client_closed_request")
+
+
+def test_stream_is_relayed_while_the_upstream_is_still_generating(
+    stack: Gateway, emulators: tuple[str, str]
+) -> None:
+    messages: Any = [{"role": "user", "content": f"a long answer please {uuid.uuid4().hex}"}]
+    stream = client(stack).chat.completions.create(
+        model="heavy", messages=messages, max_tokens=120, stream=True
+    )
+    chunks = iter(stream)
+    first = next(chunks)
+    _, stats, _ = get(emulators[1] + "/stats")
+    assert json.loads(stats)["running"] >= 1, "first chunk arrived before the upstream finished"
+    rest = list(chunks)
+    assert first.choices and len(rest) > 10

@@ -15,6 +15,7 @@ import openai
 import pytest
 from aiohttp import web
 
+from hybrid_gateway.accounting.tokens import count_tokens
 from hybrid_gateway.resilience.clock import Clock, ManualClock
 from hybrid_gateway.tools.emulator import (
     LIGHT,
@@ -22,7 +23,6 @@ from hybrid_gateway.tools.emulator import (
     FaultSettings,
     create_emulator_app,
 )
-from hybrid_gateway.tools.emulator.text import count_tokens
 
 # The light profile with 1 ms steps, so whole answers take ~0.1 s of wall time.
 FAST = replace(

@@ -1,33 +1,40 @@
-"""Token counting when an upstream reports no usage.
+"""An approximate tokenizer, shared by cost accounting and the emulator.
 
-An approximation of BPE tokenizers that is good enough for cost accounting: each CJK character
-(and other wide script character) is about one token, latin words about 1.3 tokens, and
-punctuation one token each.  Marked ``estimated`` wherever it is used.
+Used where no real tokenizer answers: the gateway bills a stream or a body whose upstream gave
+no ``usage`` with it (and marks the usage ``estimated``), and the emulator counts and streams
+its answers with it.  It splits text into pieces that concatenate back to the text exactly:
+each CJK character is one piece, other words are cut into pieces of at most five characters (so
+an average English word is about 1.3 pieces), every other visible character is a piece, and
+whitespace rides on the piece after it.
 """
 
 from __future__ import annotations
 
-import math
 import re
+from collections.abc import Iterable
 
-_WIDE = r"\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
-_TOKEN_RE = re.compile(rf"[{_WIDE}]|[^\s{_WIDE}\W]+|[^\s\w]", re.UNICODE)
+# CJK ideographs and punctuation, kana, hangul, full-width forms: one token per character.
+_CJK = (
+    "\u2e80-\u2fdf\u3000-\u303f\u3040-\u30ff\u3100-\u31ff\u3400-\u4dbf\u4e00-\u9fff"
+    "\uac00-\ud7af\uf900-\ufaff\uff00-\uffef\U00020000-\U0002ffff"
+)
+_TOKEN = re.compile(rf"\s*(?:[{_CJK}]|[^\W{_CJK}]{{1,5}}|\S)|\s+")
 
-
-def estimate_tokens(text: str) -> int:
-    """Approximate token count of ``text`` (0 for empty text)."""
-    wide = words = other = 0
-    for match in _TOKEN_RE.finditer(text):
-        piece = match.group()
-        if len(piece) == 1 and re.match(rf"[{_WIDE}]", piece):
-            wide += 1
-        elif piece[0].isalnum() or piece[0] == "_":
-            words += 1 + len(piece) // 8  # long words split into several tokens
-        else:
-            other += 1
-    return wide + math.ceil(words * 1.3) + other
+# Chat-format overhead per message and for priming the reply (OpenAI's cookbook counts 3 + 3).
+PER_MESSAGE_TOKENS = 3
+REPLY_PRIMING_TOKENS = 3
 
 
-def estimate_prompt_tokens(messages: list[str]) -> int:
-    """Tokens of a chat prompt: content plus ~4 tokens of framing per message."""
-    return sum(estimate_tokens(text) + 4 for text in messages) + 2
+def split_tokens(text: str) -> list[str]:
+    """The token pieces of ``text``; ``"".join(split_tokens(t)) == t``."""
+    return _TOKEN.findall(text)
+
+
+def count_tokens(text: str) -> int:
+    """Approximate token count: CJK chars count 1 each, latin words ~1.3 each."""
+    return len(_TOKEN.findall(text))
+
+
+def count_prompt_tokens(contents: Iterable[str]) -> int:
+    """Tokens of a chat prompt whose messages have these texts, framing included."""
+    return sum(count_tokens(c) + PER_MESSAGE_TOKENS for c in contents) + REPLY_PRIMING_TOKENS

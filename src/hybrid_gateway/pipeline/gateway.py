@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from hybrid_gateway.accounting.prices import Price
-from hybrid_gateway.accounting.tokens import estimate_prompt_tokens, estimate_tokens
+from hybrid_gateway.accounting.tokens import count_prompt_tokens, count_tokens
 from hybrid_gateway.cache.exact import ExactCache
 from hybrid_gateway.pipeline.key import request_key
 from hybrid_gateway.pipeline.streaming import (
@@ -177,7 +177,7 @@ def _complete_answer(body: Mapping[str, object]) -> bool:
 
 
 def _prompt_estimate(request: ChatRequest) -> int:
-    return estimate_prompt_tokens([message_text(m.get("content")) for m in request.messages])
+    return count_prompt_tokens(message_text(m.get("content")) for m in request.messages)
 
 
 def _estimate_usage(request: ChatRequest, body: Mapping[str, object]) -> Usage:
@@ -188,4 +188,4 @@ def _estimate_usage(request: ChatRequest, body: Mapping[str, object]) -> Usage:
             message = choice.get("message") if isinstance(choice, dict) else None
             if isinstance(message, dict):
                 text += message_text(message.get("content"))
-    return Usage(_prompt_estimate(request), estimate_tokens(text), estimated=True)
+    return Usage(_prompt_estimate(request), count_tokens(text), estimated=True)

@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from hybrid_gateway.accounting.tokens import estimate_tokens
+from hybrid_gateway.accounting.tokens import count_tokens
 from hybrid_gateway.types import Usage
 from hybrid_gateway.upstreams.sse import DONE, DONE_EVENT, frame, frame_json
 
@@ -87,7 +87,7 @@ class StreamAssembler:
     def final_usage(self, prompt_tokens_estimate: int) -> Usage:
         if self.usage is not None:
             return self.usage
-        return Usage(prompt_tokens_estimate, estimate_tokens(self.text()), estimated=True)
+        return Usage(prompt_tokens_estimate, count_tokens(self.text()), estimated=True)
 
     def usage_event(self, usage: Usage) -> bytes:
         """A usage-only chunk for a client that asked for usage when the upstream sent none."""

@@ -16,7 +16,7 @@ from .settings import (
     FaultSettings,
     profile,
 )
-from .text import AnswerSource, Prompt, PseudoAnswers, count_tokens, split_tokens
+from .text import AnswerSource, Prompt, PseudoAnswers
 
 __all__ = [
     "HEAVY",
@@ -38,9 +38,7 @@ __all__ = [
     "PseudoAnswers",
     "Script",
     "Sequence",
-    "count_tokens",
     "create_emulator_app",
     "parse_model",
     "profile",
-    "split_tokens",
 ]

@@ -18,12 +18,13 @@ from dataclasses import asdict, dataclass
 import orjson
 from aiohttp import web
 
+from hybrid_gateway.accounting.tokens import split_tokens
 from hybrid_gateway.resilience.clock import Clock, MonotonicClock
 
 from .engine import ContextTooLongError, Engine, Sequence
 from .faults import NO_FAULT, NO_SCRIPT, Fault, FaultInjector, FaultKind, parse_model
 from .settings import EmulatorSettings
-from .text import AnswerSource, PseudoAnswers, split_tokens, stable_hash
+from .text import AnswerSource, PseudoAnswers, stable_hash
 from .wire import (
     BadRequestError,
     ChatCall,

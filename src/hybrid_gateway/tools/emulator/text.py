@@ -1,10 +1,8 @@
-"""Deterministic answer text and an approximate tokenizer.
+"""Deterministic answer text, counted with the shared approximate tokenizer.
 
-The tokenizer splits text into pieces that concatenate back to the text exactly: each CJK
-character is one piece, other words are cut into pieces of at most five characters (so an average
-English word is about 1.3 pieces), every other visible character is a piece, and whitespace rides
-on the piece after it.  Streaming sends one piece per chunk, and ``count_tokens`` is the number of
-pieces, so usage and chunk counts always agree.
+The tokenizer (``accounting/tokens.py``) splits text into pieces that concatenate back to the
+text exactly.  Streaming sends one piece per chunk, and ``count_tokens`` is the number of pieces,
+so usage and chunk counts always agree.
 
 Answers come from an ``AnswerSource``.  The default, ``PseudoAnswers``, writes pseudo words
 seeded by a hash of the prompt and model, with a length picked from the profile's range by a hash
@@ -16,30 +14,10 @@ from __future__ import annotations
 
 import hashlib
 import random
-import re
 from dataclasses import dataclass
 from typing import Protocol
 
-# CJK ideographs and punctuation, kana, hangul, full-width forms: one token per character.
-_CJK = (
-    "\u2e80-\u2fdf\u3000-\u303f\u3040-\u30ff\u3100-\u31ff\u3400-\u4dbf\u4e00-\u9fff"
-    "\uac00-\ud7af\uf900-\ufaff\uff00-\uffef\U00020000-\U0002ffff"
-)
-_TOKEN = re.compile(rf"\s*(?:[{_CJK}]|[^\W{_CJK}]{{1,5}}|\S)|\s+")
-
-# Chat-format overhead per message and for priming the reply (OpenAI's cookbook counts 3 + 3).
-_PER_MESSAGE_TOKENS = 3
-_REPLY_PRIMING_TOKENS = 3
-
-
-def split_tokens(text: str) -> list[str]:
-    """The token pieces of ``text``; ``"".join(split_tokens(t)) == t``."""
-    return _TOKEN.findall(text)
-
-
-def count_tokens(text: str) -> int:
-    """Approximate token count: CJK chars count 1 each, latin words ~1.3 each."""
-    return len(_TOKEN.findall(text))
+from hybrid_gateway.accounting.tokens import count_prompt_tokens, split_tokens
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,8 +33,8 @@ class Prompt:
         """Build from ``(role, text)`` pairs in conversation order."""
         text = "\n".join(content for _, content in contents)
         last_user = next((c for role, c in reversed(contents) if role == "user"), "")
-        tokens = sum(count_tokens(c) + _PER_MESSAGE_TOKENS for _, c in contents)
-        return cls(text=text, last_user=last_user, tokens=tokens + _REPLY_PRIMING_TOKENS)
+        tokens = count_prompt_tokens(c for _, c in contents)
+        return cls(text=text, last_user=last_user, tokens=tokens)
 
 
 class AnswerSource(Protocol):
