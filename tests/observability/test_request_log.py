@@ -1,10 +1,13 @@
 from __future__ import annotations
 
-import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
-from hybrid_gateway.observability.request_log import SqliteRequestLog
+import orjson
+
+from hybrid_gateway.observability.request_log import SqliteRequestLog, record_row
 from hybrid_gateway.types import CacheOutcome, RequestRecord, RouteDecision, Usage
 
 
@@ -51,17 +54,45 @@ def test_background_thread_flushes(tmp_path: Path) -> None:
 
 def test_journal_survives_a_crash_and_is_replayed(tmp_path: Path) -> None:
     path = tmp_path / "r.sqlite3"
-    crashed = SqliteRequestLog(path, flush_interval_s=60)
-    for i in range(3):
-        crashed.write(record(i))
-    # Simulate a crash: the process dies without flush or close; only the journal remains.
-    os.close(crashed._fd)
-    with open(path.with_name(path.name + ".journal"), "ab") as journal:
-        journal.write(b'["req_torn", 1.5, "default"')  # a line torn mid-write
+    script = f"""
+import os, sys, time
+sys.path.insert(0, {str(Path(__file__).resolve().parents[2] / "src")!r})
+from hybrid_gateway.observability.request_log import SqliteRequestLog, record_row
+from hybrid_gateway.types import RequestRecord
+log = SqliteRequestLog(__import__("pathlib").Path({str(path)!r}), flush_interval_s=600)
+for i in range(3):
+    log.write(RequestRecord(request_id=f"req_{{i}}", started_at=time.time()))
+os._exit(0)  # die like a killed process: no flush, no close, no atexit
+"""
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=60)
+    assert [p.name for p in tmp_path.glob("*.journal.*")], "the dead process left its journal"
     restarted = SqliteRequestLog(path, flush_interval_s=60)
     assert count(restarted) == 3
     restarted.close()
     assert not list(tmp_path.glob("*.journal*"))
+
+
+def test_torn_lines_and_zero_tails_are_skipped(tmp_path: Path) -> None:
+    row = orjson.dumps(record_row(record(7)))
+    (tmp_path / "r.sqlite3.journal.999.1").write_bytes(
+        row + b"\n" + b'["req_torn", 1.5, "def' + b"\0" * 64
+    )
+    log = SqliteRequestLog(tmp_path / "r.sqlite3", flush_interval_s=60)
+    assert log.query("SELECT request_id FROM requests") == [("req_7",)]
+    log.close()
+
+
+def test_a_live_writers_journal_is_not_taken(tmp_path: Path) -> None:
+    path = tmp_path / "r.sqlite3"
+    first = SqliteRequestLog(path, flush_interval_s=600)
+    first.write(record(1))
+    second = SqliteRequestLog(path, flush_interval_s=600)  # e.g. a second worker starting up
+    assert count(second) == 0  # it did not replay (and delete) the first one's journal
+    second.close()
+    first.close()
+    third = SqliteRequestLog(path, flush_interval_s=600)
+    assert count(third) == 1
+    third.close()
 
 
 def test_replay_is_idempotent(tmp_path: Path) -> None:

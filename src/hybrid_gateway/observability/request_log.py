@@ -1,12 +1,12 @@
 """The request log: one row per request, in SQLite (WAL), without slowing the request path.
 
-Durability without a database write per request: each record is appended to a journal file
-(one ``os.write`` of a JSON array, no fsync) before the response is finished, so it survives a
-crash of the gateway process, and kept in memory.  A background thread moves the rows into
-SQLite in batches: it swaps the in-memory batch and rotates the journal file together, inserts
-the batch (``INSERT OR IGNORE`` by request id, so a replay is harmless) and deletes the rotated
-file only after the commit.  The journal is read back only at start-up, to replay what a
-process that died had journaled but not yet inserted.  A clean shutdown flushes everything.
+Durability without a database write per request: each record is appended to a memory-mapped
+journal (``journal.py``) before the response is finished, so it survives a crash of the gateway
+process, and kept in memory.  A background thread moves the rows into SQLite in batches: it
+swaps the in-memory batch and the journal segment together, inserts the batch (``INSERT OR
+IGNORE`` by request id, so a replay is harmless) and deletes the sealed journal files only after
+the commit.  Journals are read back only at start-up, to replay what a process that died had
+journaled but not yet inserted.  A clean shutdown flushes everything.
 
 Rows go in as multi-row ``INSERT ... VALUES (...), (...)`` statements: SQLite releases the GIL
 once per statement, not once per row as ``executemany`` does, so the flusher does not wrestle
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import functools
 import itertools
-import os
 import sqlite3
 import threading
 from collections.abc import Iterable, Sequence
@@ -27,6 +26,7 @@ from typing import Any
 
 import orjson
 
+from hybrid_gateway.observability.journal import MmapJournal, journal_lines, leftover_journals
 from hybrid_gateway.types import RequestRecord
 
 COLUMNS: tuple[str, ...] = (
@@ -92,56 +92,51 @@ class SqliteRequestLog:
 
     def __init__(self, path: Path, *, flush_interval_s: float = 0.2) -> None:
         self.path = path
-        self._journal_path = path.with_name(path.name + ".journal")
         self._flush_interval_s = flush_interval_s
-        self._lock = threading.Lock()  # guards the journal fd and its rotation
+        self._lock = threading.Lock()  # guards the journal and the pending rows together
         self._flush_lock = threading.Lock()  # one flush at a time
         self._stop = threading.Event()
         self._pending: list[Row] = []  # journaled, not yet in SQLite
-        self._rotation = 0
         path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(_SCHEMA)
         self._replay_leftovers()
-        self._fd = self._open_journal()
+        self._journal = MmapJournal(path.parent, path.name)
         self._thread = threading.Thread(target=self._run, name="request-log", daemon=True)
         self._thread.start()
 
     def write(self, record: RequestRecord) -> None:
         row = record_row(record)
-        line = orjson.dumps(row) + b"\n"
+        line = orjson.dumps(row)
         with self._lock:
-            os.write(self._fd, line)
+            self._journal.append(line)
             self._pending.append(row)
 
     def flush(self) -> int:
         """Move everything journaled so far into SQLite; return the number of rows moved."""
         with self._flush_lock:
+            if not self._pending:
+                return 0
+            fresh = self._journal.prepare()  # file work outside the lock the writers take
             with self._lock:
-                if not self._pending:
-                    return 0
-                self._rotation += 1
-                rotated = self._journal_path.with_name(
-                    f"{self._journal_path.name}.{os.getpid()}.{self._rotation}"
-                )
-                os.close(self._fd)
-                os.replace(self._journal_path, rotated)
-                self._fd = self._open_journal()
                 rows, self._pending = self._pending, []
+                sealed = self._journal.swap(fresh)
             self._insert(rows)
-            rotated.unlink()
+            for journal in sealed:
+                journal.unlink()
             return len(rows)
 
     def close(self) -> None:
         self._stop.set()
         self._thread.join(timeout=10)
-        self.flush()
-        with self._lock:
-            os.close(self._fd)
-        if self._journal_path.exists() and self._journal_path.stat().st_size == 0:
-            self._journal_path.unlink()
+        with self._flush_lock, self._lock:
+            rows, self._pending = self._pending, []
+            sealed = self._journal.close()
+            self._insert(rows)
+            for journal in sealed:
+                journal.unlink()
         self._db.close()
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
@@ -149,23 +144,14 @@ class SqliteRequestLog:
         with self._flush_lock:
             return list(self._db.execute(sql, params))
 
-    def _open_journal(self) -> int:
-        return os.open(self._journal_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-
     def _run(self) -> None:
         while not self._stop.wait(self._flush_interval_s):
             self.flush()
 
     def _replay_leftovers(self) -> None:
-        pattern = self._journal_path.name + "*"
-        for leftover in sorted(self.path.parent.glob(pattern)):
-            self._ingest(leftover)
-
-    def _ingest(self, journal: Path) -> int:
-        rows = list(_read_rows(journal.read_bytes().splitlines()))
-        self._insert(rows)
-        journal.unlink()
-        return len(rows)
+        for journal in list(leftover_journals(self.path.parent, self.path.name)):
+            self._insert(list(_read_rows(journal_lines(journal))))
+            journal.unlink()
 
     def _insert(self, rows: Sequence[Row]) -> None:
         if not rows:
