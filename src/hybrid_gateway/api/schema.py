@@ -57,6 +57,9 @@ _TYPED: Mapping[str, tuple[type, ...]] = {
 }  # fmt: skip
 
 
+_CHECKED = frozenset({*_NUMBER_RANGES, *_INT_RANGES, *_TYPED, "seed", "stop"})
+
+
 def parse_body(raw: bytes) -> dict[str, Any]:
     try:
         body = orjson.loads(raw)
@@ -88,7 +91,7 @@ def parse_chat_request(body: dict[str, Any]) -> ChatRequest:
         _wrong("stream", stream, "a boolean")
     include_usage = _stream_options(body.get("stream_options"), bool(stream))
     for name, value in body.items():
-        if value is not None:
+        if value is not None and name in _CHECKED:
             _check_param(name, value)
     return ChatRequest(
         model=model, messages=body["messages"], stream=bool(stream),

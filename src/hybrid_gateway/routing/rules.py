@@ -76,20 +76,24 @@ class RuleRouter:
         lane_channels: Mapping[str, str],
         model_lanes: Mapping[str, str | None],
     ) -> None:
-        self._rules = tuple(rules)
-        self._default_lane = default_lane
-        self._lane_channels = dict(lane_channels)
-        self._model_lanes = dict(model_lanes)
+        def decision(lane: str, rule: str) -> RouteDecision:
+            return RouteDecision(lane=lane, channel=lane_channels[lane], rule=rule)
+
+        # Decisions are values fixed by the config: build each once, not once per request.
+        self._rules = tuple((rule.when, decision(rule.lane, rule.name)) for rule in rules)
+        self._default = decision(default_lane, "default")
+        self._forced = {
+            model: decision(lane, f"model:{model}")
+            for model, lane in model_lanes.items()
+            if lane is not None
+        }
 
     def route(self, request: ChatRequest) -> RouteDecision:
-        forced = self._model_lanes.get(request.model)
+        forced = self._forced.get(request.model)
         if forced is not None:
-            return self._decision(forced, f"model:{request.model}")
+            return forced
         features = extract_features(request.messages)
-        for rule in self._rules:
-            if _holds(rule.when, features):
-                return self._decision(rule.lane, rule.name)
-        return self._decision(self._default_lane, "default")
-
-    def _decision(self, lane: str, rule: str) -> RouteDecision:
-        return RouteDecision(lane=lane, channel=self._lane_channels[lane], rule=rule)
+        for when, decision in self._rules:
+            if _holds(when, features):
+                return decision
+        return self._default
