@@ -49,6 +49,9 @@ class ChannelConfig(_Strict):
     model: Annotated[str, Field(min_length=1)]
     # Name of the environment variable holding the key; the key itself never sits in the file.
     api_key_env: str | None = None
+    # A PEM bundle of extra CAs to trust for an https base_url (e.g. a private CA in front of
+    # a self-hosted vLLM); the system's trust store is used when omitted.
+    ca_file: str | None = None
     price_per_1m_input: NonNegFloat = 0.0
     price_per_1m_output: NonNegFloat = 0.0
     timeout_s: PositiveFloat = 60.0

@@ -29,8 +29,16 @@ async def test_crlf_comments_fields_and_multiline_data() -> None:
 
 async def test_last_event_without_trailing_blank_line() -> None:
     assert await collect(b"data: tail\n") == [b"tail"]
+    assert await collect(b"data: no newline at all") == [b"no newline at all"]
 
 
 def test_framing() -> None:
     assert frame(b"x") == b"data: x\n\n"
     assert comment("hello") == b": hello\n\n"
+
+
+async def test_events_split_across_arbitrary_chunks() -> None:
+    stream = b'data: {"a":1}\r\n\r\ndata: {"b":2}\n\n: ping\n\ndata: [DONE]\n\n'
+    for size in (1, 2, 3, 7, len(stream)):
+        pieces = [stream[i : i + size] for i in range(0, len(stream), size)]
+        assert await collect(*pieces) == [b'{"a":1}', b'{"b":2}', b"[DONE]"], size

@@ -56,7 +56,12 @@ def build_runtime(
 ) -> GatewayRuntime:
     source = str(config_path or "<config>")
     channels = {
-        name: OpenAIChannel(name, ch, api_key=read_api_key(name, ch, source))
+        name: OpenAIChannel(
+            name,
+            ch,
+            api_key=read_api_key(name, ch, source),
+            ca_file=str(resolve_path(config_path, ch.ca_file)) if ch.ca_file else None,
+        )
         for name, ch in config.channels.items()
     }
     prices = {

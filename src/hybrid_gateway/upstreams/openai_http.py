@@ -1,10 +1,12 @@
-"""An upstream channel speaking the OpenAI chat completions API over pooled HTTP.
+"""An upstream channel speaking the OpenAI chat completions API over pooled HTTP/1.1.
 
-One ``aiohttp.ClientSession`` per channel keeps connections alive between requests (the brief
-measured 200-300 ms saved at p95 by connection reuse).  A semaphore bounds the requests in flight
-to ``max_concurrency``; a request that cannot get a slot within ``queue_timeout_s`` is refused
-with 503 rather than queueing without bound.  Every failure becomes an ``UpstreamError`` that
-says what broke: refused or reset connections and 5xx are 502, a timeout is 504.
+Connections to the channel's origin are kept alive between requests (the brief measured
+200-300 ms saved at p95 by connection reuse) by the lean client in ``http1.py``.  A semaphore
+bounds the requests in flight to ``max_concurrency``; a request that cannot get a slot within
+``queue_timeout_s`` is refused with 503 rather than queueing without bound.  Every failure
+becomes an ``UpstreamError`` that says what broke: refused or reset connections and 5xx are 502,
+a timeout is 504.  A stream's connection is closed, not pooled, when its reader stops early, so
+the upstream sees the disconnect and frees the request's slot.
 """
 
 from __future__ import annotations
@@ -14,9 +16,9 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
-import aiohttp
 import orjson
 
+from hybrid_gateway import __version__
 from hybrid_gateway.config import ChannelConfig
 from hybrid_gateway.errors import (
     InvalidRequest,
@@ -24,6 +26,13 @@ from hybrid_gateway.errors import (
     UpstreamError,
     UpstreamTimeout,
     UpstreamUnavailable,
+)
+from hybrid_gateway.upstreams.http1 import (
+    ConnectFailed,
+    Head,
+    Http1Error,
+    Http1Pool,
+    _Connection,
 )
 from hybrid_gateway.upstreams.sse import iter_data
 
@@ -35,35 +44,31 @@ class UpstreamRejected(InvalidRequest):
 
 
 class OpenAIChannel:
-    def __init__(self, name: str, config: ChannelConfig, *, api_key: str | None) -> None:
+    def __init__(
+        self,
+        name: str,
+        config: ChannelConfig,
+        *,
+        api_key: str | None,
+        ca_file: str | None = None,
+    ) -> None:
         self.name = name
         self.config = config
-        self._url = config.base_url.rstrip("/") + "/chat/completions"
-        self._headers = {"Content-Type": "application/json"}
+        self._pool = Http1Pool(
+            config.base_url, max_idle=config.max_concurrency,
+            connect_timeout_s=config.connect_timeout_s, ca_file=ca_file,
+        )  # fmt: skip
+        self._headers = {
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+            "User-Agent": f"hybrid-gateway/{__version__}",
+        }
         if api_key:
             self._headers["Authorization"] = f"Bearer {api_key}"
         self._slots = asyncio.Semaphore(config.max_concurrency)
-        self._session: aiohttp.ClientSession | None = None
-        self._timeout = aiohttp.ClientTimeout(
-            total=config.timeout_s, sock_connect=config.connect_timeout_s
-        )
-        # A stream may run long; what must not happen is a silent gap of timeout_s.
-        self._stream_timeout = aiohttp.ClientTimeout(
-            total=None, sock_connect=config.connect_timeout_s, sock_read=config.timeout_s
-        )
-
-    def _client(self) -> aiohttp.ClientSession:
-        if self._session is None:
-            connector = aiohttp.TCPConnector(
-                limit=self.config.max_concurrency, keepalive_timeout=60, ttl_dns_cache=300
-            )
-            self._session = aiohttp.ClientSession(connector=connector, auto_decompress=True)
-        return self._session
 
     async def aclose(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        self._pool.close()
 
     def payload(self, body: Mapping[str, Any], *, stream: bool) -> bytes:
         """The body to send upstream: the client's, with this channel's model name."""
@@ -91,24 +96,26 @@ class OpenAIChannel:
 
     async def complete(self, body: Mapping[str, Any]) -> tuple[bytes, dict[str, Any]]:
         """POST a non-streamed request; return the raw answer and its parsed JSON."""
-        data = self.payload(body, stream=False)
+        request = self._request(self.payload(body, stream=False))
         await self._acquire()
+        conn: _Connection | None = None
         try:
-            async with self._client().post(
-                self._url, data=data, headers=self._headers, timeout=self._timeout
-            ) as resp:
-                raw = await resp.read()
-                if resp.status >= 400:
-                    raise self._status_error(resp.status, raw, resp.headers)
-        except (TimeoutError, aiohttp.ServerTimeoutError):
+            async with asyncio.timeout(self.config.timeout_s):
+                conn, head = await self._pool.send(request)
+                raw = await conn.read()
+        except TimeoutError:
             raise UpstreamTimeout(
                 f"channel {self.name} gave no answer within {self.config.timeout_s:g} s",
                 channel=self.name,
             ) from None
-        except aiohttp.ClientError as exc:
-            raise self._connection_error(exc) from None
+        except Http1Error as exc:
+            raise self._transport_error(exc) from None
         finally:
+            if conn is not None:
+                self._pool.release(conn)
             self._slots.release()
+        if head.status >= 400:
+            raise self._status_error(head, raw)
         return raw, self._parse(raw)
 
     @asynccontextmanager
@@ -117,44 +124,48 @@ class OpenAIChannel:
 
         Failures while opening (connect, status) raise before anything is yielded, so the
         caller can still answer with a plain HTTP error.  A break while iterating raises
-        ``UpstreamUnavailable`` from the iterator.
+        ``UpstreamUnavailable`` (or ``UpstreamTimeout`` after ``timeout_s`` of silence) from
+        the iterator.
         """
-        data = self.payload(body, stream=True)
+        request = self._request(self.payload(body, stream=True))
         await self._acquire()
+        conn: _Connection | None = None
         try:
             try:
-                resp = await self._client().post(
-                    self._url, data=data, headers=self._headers, timeout=self._stream_timeout
-                )
-            except (TimeoutError, aiohttp.ServerTimeoutError):
+                async with asyncio.timeout(self.config.timeout_s):
+                    conn, head = await self._pool.send(request)
+                    raw = await conn.read() if head.status >= 400 else b""
+            except TimeoutError:
                 raise UpstreamTimeout(
                     f"channel {self.name} did not start its stream within "
                     f"{self.config.timeout_s:g} s",
                     channel=self.name,
                 ) from None
-            except aiohttp.ClientError as exc:
-                raise self._connection_error(exc) from None
-            try:
-                if resp.status >= 400:
-                    raise self._status_error(resp.status, await resp.read(), resp.headers)
-                yield self._events(resp)
-            finally:
-                resp.release()
+            except Http1Error as exc:
+                raise self._transport_error(exc) from None
+            if head.status >= 400:
+                raise self._status_error(head, raw)
+            yield self._events(conn)
         finally:
+            if conn is not None:
+                self._pool.release(conn)  # an unfinished stream is closed, never pooled
             self._slots.release()
 
-    async def _events(self, resp: aiohttp.ClientResponse) -> AsyncIterator[bytes]:
+    def _request(self, payload: bytes) -> bytes:
+        return self._pool.request_bytes("/chat/completions", self._headers, payload)
+
+    async def _events(self, conn: _Connection) -> AsyncIterator[bytes]:
         try:
-            async for payload in iter_data(resp.content):
+            async for payload in iter_data(conn.chunks(idle_timeout_s=self.config.timeout_s)):
                 yield payload
-        except (TimeoutError, aiohttp.ServerTimeoutError):
+        except TimeoutError:
             raise UpstreamTimeout(
                 f"channel {self.name} stalled mid-stream for {self.config.timeout_s:g} s",
                 channel=self.name,
             ) from None
-        except aiohttp.ClientError as exc:
+        except Http1Error as exc:
             raise UpstreamUnavailable(
-                f"channel {self.name} broke the stream: {type(exc).__name__}",
+                f"channel {self.name} broke the stream: {exc}",
                 channel=self.name,
                 code="upstream_stream_broken",
             ) from None
@@ -172,21 +183,21 @@ class OpenAIChannel:
             )
         return parsed
 
-    def _connection_error(self, exc: aiohttp.ClientError) -> UpstreamError:
+    def _transport_error(self, exc: Http1Error) -> UpstreamError:
+        what = "could not be reached" if isinstance(exc, ConnectFailed) else "failed"
         return UpstreamUnavailable(
-            f"channel {self.name} could not be reached: {type(exc).__name__}: {exc}",
+            f"channel {self.name} {what}: {exc}",
             channel=self.name,
             code="upstream_connection_error",
         )
 
-    def _status_error(
-        self, status: int, raw: bytes, headers: Mapping[str, str]
-    ) -> InvalidRequest | UpstreamError | Overloaded:
+    def _status_error(self, head: Head, raw: bytes) -> InvalidRequest | UpstreamError | Overloaded:
+        status, headers = head.status, head.headers
         detail = _error_message(raw)
         if status in (400, 413, 422):
             return UpstreamRejected(f"channel {self.name} rejected the request: {detail}")
         if status == 429:
-            retry_after = _retry_after(headers.get("Retry-After"))
+            retry_after = _retry_after(headers.get("retry-after"))
             return Overloaded(
                 f"channel {self.name} is rate limited (429): {detail}", retry_after_s=retry_after
             )

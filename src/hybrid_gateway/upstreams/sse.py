@@ -29,22 +29,29 @@ def comment(text: str) -> bytes:
     return b": " + text.encode() + b"\n\n"
 
 
-async def iter_data(lines: AsyncIterable[bytes]) -> AsyncIterator[bytes]:
-    """Yield the data payload of each event read from an upstream SSE byte stream.
+async def iter_data(chunks: AsyncIterable[bytes]) -> AsyncIterator[bytes]:
+    """Yield the data payload of each event in an upstream SSE byte stream, however chunked.
 
-    Multi-line data fields are joined with newlines (per the SSE spec); comments, ``event:``,
-    ``id:`` and ``retry:`` fields are dropped.  The caller sees ``[DONE]`` like any payload.
+    Lines end with LF or CRLF; multi-line data fields are joined with newlines (per the SSE
+    spec); comments, ``event:``, ``id:`` and ``retry:`` fields are dropped.  The caller sees
+    ``[DONE]`` like any payload.
     """
     data: list[bytes] = []
-    async for raw in lines:
-        line = raw.rstrip(b"\r\n")
-        if not line:
-            if data:
-                yield b"\n".join(data)
-                data = []
-            continue
-        if line.startswith(b"data:"):
-            value = line[5:]
-            data.append(value[1:] if value.startswith(b" ") else value)
-    if data:  # a stream that ends without the final blank line still delivers its last event
+    pending = b""
+    async for chunk in chunks:
+        lines = (pending + chunk).split(b"\n")
+        pending = lines.pop()  # an unterminated last line waits for the next chunk
+        for raw in lines:
+            line = raw.rstrip(b"\r")
+            if not line:
+                if data:
+                    yield b"\n".join(data)
+                    data = []
+            elif line.startswith(b"data:"):
+                value = line[5:]
+                data.append(value[1:] if value.startswith(b" ") else value)
+    if pending.startswith(b"data:"):  # a stream that ends without its final newline
+        value = pending.rstrip(b"\r")[5:]
+        data.append(value[1:] if value.startswith(b" ") else value)
+    if data:
         yield b"\n".join(data)
