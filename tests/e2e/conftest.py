@@ -4,6 +4,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import openai
 import pytest
 
 from tests.e2e.stack import Gateway, channel, closed_port, emulator, gateway, write_config
@@ -58,6 +59,13 @@ def emulators(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, s
         emulator(logs, "heavy-emu", "--profile", "heavy", "--model", "heavy-model") as heavy,
     ):
         yield light.url, heavy.url
+
+
+@pytest.fixture(scope="session")
+def sdk(stack: Gateway) -> Iterator[openai.OpenAI]:
+    """The official SDK pointed at the gateway; no retries, so every answer is the first one."""
+    with openai.OpenAI(base_url=stack.base_url, api_key="x", max_retries=0, timeout=30) as client:
+        yield client
 
 
 @pytest.fixture(scope="session")

@@ -11,7 +11,6 @@ import openai
 import pytest
 
 from tests.e2e.stack import Gateway
-from tests.e2e.test_openai_sdk import client
 
 USER: Any = [{"role": "user", "content": "hello"}]
 
@@ -71,8 +70,7 @@ def test_unknown_path_and_method(stack: Gateway) -> None:
     assert_openai_error(payload, "not_found")
 
 
-def test_sdk_error_classes(stack: Gateway) -> None:
-    sdk = client(stack)
+def test_sdk_error_classes(stack: Gateway, sdk: openai.OpenAI) -> None:
     with pytest.raises(openai.NotFoundError) as not_found:
         sdk.chat.completions.create(model="gpt-9", messages=USER)
     assert not_found.value.code == "model_not_found"
@@ -96,10 +94,10 @@ def test_sdk_error_classes(stack: Gateway) -> None:
     ],
 )
 def test_upstream_failures_map_to_gateway_errors(
-    stack: Gateway, model: str, status: int, code: str | None
+    stack: Gateway, model: str, status: int, code: str | None, sdk: openai.OpenAI
 ) -> None:
     with pytest.raises(openai.APIStatusError) as info:
-        client(stack).chat.completions.create(model=model, messages=USER)
+        sdk.chat.completions.create(model=model, messages=USER)
     response = info.value.response
     assert response.status_code == status
     payload = response.json()
@@ -109,8 +107,10 @@ def test_upstream_failures_map_to_gateway_errors(
         assert int(response.headers["retry-after"]) >= 1
 
 
-def test_stream_that_breaks_midway_ends_with_an_error_event(stack: Gateway) -> None:
-    stream = client(stack).chat.completions.create(
+def test_stream_that_breaks_midway_ends_with_an_error_event(
+    stack: Gateway, sdk: openai.OpenAI
+) -> None:
+    stream = sdk.chat.completions.create(
         model="fault-midstream",
         messages=USER,
         stream=True,
@@ -123,7 +123,9 @@ def test_stream_that_breaks_midway_ends_with_an_error_event(stack: Gateway) -> N
     assert "broke the stream" in info.value.message
 
 
-def test_stream_failing_before_first_byte_is_a_plain_http_error(stack: Gateway) -> None:
+def test_stream_failing_before_first_byte_is_a_plain_http_error(
+    stack: Gateway, sdk: openai.OpenAI
+) -> None:
     with pytest.raises(openai.APIStatusError) as info:
-        client(stack).chat.completions.create(model="fault-502", messages=USER, stream=True)
+        sdk.chat.completions.create(model="fault-502", messages=USER, stream=True)
     assert info.value.status_code == 502

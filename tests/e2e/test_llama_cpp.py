@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
+import sqlite3
 import subprocess
 import sys
 import time
@@ -21,6 +21,8 @@ from tests.e2e.stack import Gateway, channel, closed_port, gateway, write_config
 pytestmark = pytest.mark.llama
 
 PROMPT: Any = [{"role": "user", "content": "Say hello in one short sentence."}]
+# Greedy and seeded: the same request gives the same tokens, direct or through the gateway.
+ASK: dict[str, Any] = {"messages": PROMPT, "temperature": 0, "max_tokens": 24, "seed": 1}
 
 
 def smollm2_path() -> str:
@@ -86,36 +88,38 @@ def llama_gateway(llama_url: str, tmp_path_factory: pytest.TempPathFactory) -> I
         yield running
 
 
+@pytest.fixture(scope="module")
+def gateway_sdk(llama_gateway: Gateway) -> Iterator[openai.OpenAI]:
+    url = llama_gateway.base_url
+    with openai.OpenAI(base_url=url, api_key="x", max_retries=0, timeout=120) as client:
+        yield client
+
+
 def direct(llama_url: str, stream: bool) -> str:
-    sdk = openai.OpenAI(base_url=llama_url + "/v1", api_key="x", max_retries=0)
+    with openai.OpenAI(base_url=llama_url + "/v1", api_key="x", max_retries=0) as sdk:
+        return _ask(sdk, stream)
+
+
+def _ask(sdk: openai.OpenAI, stream: bool) -> str:
     if not stream:
         answer = sdk.chat.completions.create(
             model="smollm2",
-            messages=PROMPT,
-            temperature=0,
-            max_tokens=24,
-            seed=1,
+            **ASK,
         )
         return answer.choices[0].message.content or ""
     chunks = sdk.chat.completions.create(
         model="smollm2",
-        messages=PROMPT,
-        temperature=0,
-        max_tokens=24,
-        seed=1,
+        **ASK,
         stream=True,
     )
     return "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
 
 
-def test_non_streamed_answer_arrives_intact(llama_url: str, llama_gateway: Gateway) -> None:
-    sdk = openai.OpenAI(base_url=llama_gateway.base_url, api_key="x", max_retries=0, timeout=120)
+def test_non_streamed_answer_arrives_intact(llama_url: str, gateway_sdk: openai.OpenAI) -> None:
+    sdk = gateway_sdk
     raw = sdk.chat.completions.with_raw_response.create(
         model="light",
-        messages=PROMPT,
-        temperature=0,
-        max_tokens=24,
-        seed=1,
+        **ASK,
     )
     answer = raw.parse()
     assert answer.choices[0].message.content == direct(llama_url, stream=False)
@@ -124,14 +128,11 @@ def test_non_streamed_answer_arrives_intact(llama_url: str, llama_gateway: Gatew
     assert float(raw.headers["x-gateway-cost-usd"]) > 0
 
 
-def test_streamed_answer_arrives_intact(llama_url: str, llama_gateway: Gateway) -> None:
-    sdk = openai.OpenAI(base_url=llama_gateway.base_url, api_key="x", max_retries=0, timeout=120)
+def test_streamed_answer_arrives_intact(llama_url: str, gateway_sdk: openai.OpenAI) -> None:
+    sdk = gateway_sdk
     with sdk.chat.completions.with_streaming_response.create(
         model="heavy",
-        messages=PROMPT,
-        temperature=0,
-        max_tokens=24,
-        seed=1,
+        **ASK,
         stream=True,
         stream_options={"include_usage": True},
     ) as response:
@@ -144,10 +145,7 @@ def test_streamed_answer_arrives_intact(llama_url: str, llama_gateway: Gateway) 
     # Fully received, so cached: a non-streamed ask for the same thing is an exact hit.
     raw = sdk.chat.completions.with_raw_response.create(
         model="heavy",
-        messages=PROMPT,
-        temperature=0,
-        max_tokens=24,
-        seed=1,
+        **ASK,
     )
     assert raw.headers["x-gateway-cache"] == "exact"
     assert raw.parse().choices[0].message.content == text
@@ -157,11 +155,8 @@ def test_request_log_has_both(llama_gateway: Gateway) -> None:
     log = Path(llama_gateway.config_path).parent / "requests.sqlite3"
     deadline = time.monotonic() + 10
     rows: list[tuple[str, str]] = []
-    import sqlite3
-
     while len(rows) < 3 and time.monotonic() < deadline:
         with sqlite3.connect(log) as db:
             rows = db.execute("SELECT channel, cache FROM requests").fetchall()
         time.sleep(0.1)
     assert sorted(rows) == [("smollm2", "exact"), ("smollm2", "miss"), ("smollm2", "miss")]
-    assert json.dumps(rows)

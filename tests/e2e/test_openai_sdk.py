@@ -13,21 +13,13 @@ import pytest
 from tests.e2e.stack import Gateway
 
 
-def client(stack: Gateway) -> openai.OpenAI:
-    return openai.OpenAI(base_url=stack.base_url, api_key="unused", max_retries=0, timeout=30)
-
-
-def aclient(stack: Gateway) -> openai.AsyncOpenAI:
-    return openai.AsyncOpenAI(base_url=stack.base_url, api_key="unused", max_retries=0, timeout=30)
-
-
 def unique(text: str) -> str:
     return f"{text} [{uuid.uuid4().hex[:8]}]"
 
 
-def test_non_streaming_answer_and_decision_headers(stack: Gateway) -> None:
+def test_non_streaming_answer_and_decision_headers(stack: Gateway, sdk: openai.OpenAI) -> None:
     question = unique("What is RAG?")
-    raw = client(stack).chat.completions.with_raw_response.create(
+    raw = sdk.chat.completions.with_raw_response.create(
         model="auto", messages=[{"role": "user", "content": question}], max_tokens=24
     )
     completion = raw.parse()
@@ -41,8 +33,9 @@ def test_non_streaming_answer_and_decision_headers(stack: Gateway) -> None:
     assert float(headers["x-gateway-cost-usd"]) > 0
 
 
-def test_exact_cache_hits_ignore_user_and_miss_on_other_params(stack: Gateway) -> None:
-    sdk = client(stack)
+def test_exact_cache_hits_ignore_user_and_miss_on_other_params(
+    stack: Gateway, sdk: openai.OpenAI
+) -> None:
     messages: Any = [{"role": "system", "content": "Be brief."},
                 {"role": "user", "content": unique("How do I install the CLI?")}]  # fmt: skip
 
@@ -65,7 +58,7 @@ def test_exact_cache_hits_ignore_user_and_miss_on_other_params(stack: Gateway) -
 
 
 async def test_async_streaming_with_usage(stack: Gateway) -> None:
-    sdk = aclient(stack)
+    sdk = openai.AsyncOpenAI(base_url=stack.base_url, api_key="x", max_retries=0, timeout=30)
     stream = await sdk.chat.completions.create(
         model="auto",
         messages=[{"role": "user", "content": unique("Name three colours.")}],
@@ -88,8 +81,7 @@ async def test_async_streaming_with_usage(stack: Gateway) -> None:
     assert usage is not None and usage.completion_tokens > 0
 
 
-def test_sync_stream_without_usage_then_cached(stack: Gateway) -> None:
-    sdk = client(stack)
+def test_sync_stream_without_usage_then_cached(stack: Gateway, sdk: openai.OpenAI) -> None:
     question = unique("Explain the difference between TCP and UDP in depth.")
     messages: Any = [{"role": "user", "content": question}]
     with sdk.chat.completions.with_streaming_response.create(
@@ -114,8 +106,7 @@ def test_sync_stream_without_usage_then_cached(stack: Gateway) -> None:
     assert raw.parse().choices[0].message.content == streamed
 
 
-def test_models_list_and_retrieve(stack: Gateway) -> None:
-    sdk = client(stack)
+def test_models_list_and_retrieve(stack: Gateway, sdk: openai.OpenAI) -> None:
     ids = [m.id for m in sdk.models.list()]
     assert ids[:3] == ["auto", "light", "heavy"]
     assert sdk.models.retrieve("auto").id == "auto"
@@ -123,8 +114,8 @@ def test_models_list_and_retrieve(stack: Gateway) -> None:
         sdk.models.retrieve("gpt-9")
 
 
-def test_request_log_records_the_decision(stack: Gateway) -> None:
-    raw = client(stack).chat.completions.with_raw_response.create(
+def test_request_log_records_the_decision(stack: Gateway, sdk: openai.OpenAI) -> None:
+    raw = sdk.chat.completions.with_raw_response.create(
         model="heavy", messages=[{"role": "user", "content": unique("hello")}], max_tokens=8
     )
     request_id = raw.headers["x-request-id"]

@@ -14,7 +14,6 @@ import aiohttp
 import openai
 
 from tests.e2e.stack import Gateway
-from tests.e2e.test_openai_sdk import client
 
 
 def get(url: str) -> tuple[int, str, dict[str, str]]:
@@ -29,8 +28,7 @@ def test_healthz(stack: Gateway) -> None:
     assert "light-emu" in payload["channels"]
 
 
-def test_metrics_count_what_was_served(stack: Gateway) -> None:
-    sdk = client(stack)
+def test_metrics_count_what_was_served(stack: Gateway, sdk: openai.OpenAI) -> None:
     messages: Any = [{"role": "user", "content": f"metrics probe {uuid.uuid4().hex[:6]}"}]
     for _ in range(2):
         sdk.chat.completions.create(model="light", messages=messages, max_tokens=4)
@@ -96,10 +94,10 @@ async def test_client_that_hangs_up_mid_stream_frees_the_upstream(
 
 
 def test_stream_is_relayed_while_the_upstream_is_still_generating(
-    stack: Gateway, emulators: tuple[str, str]
+    stack: Gateway, emulators: tuple[str, str], sdk: openai.OpenAI
 ) -> None:
     messages: Any = [{"role": "user", "content": f"a long answer please {uuid.uuid4().hex}"}]
-    stream = client(stack).chat.completions.create(
+    stream = sdk.chat.completions.create(
         model="heavy", messages=messages, max_tokens=120, stream=True
     )
     chunks = iter(stream)

@@ -31,14 +31,16 @@ def test_killed_gateway_keeps_acknowledged_log_entries(
     first = start_gateway(config_path, "gateway-1")
     ids = []
     try:
-        sdk = openai.OpenAI(base_url=first.base_url, api_key="x", max_retries=0)
-        for i in range(15):
-            raw = sdk.chat.completions.with_raw_response.create(
-                model="light", messages=[{"role": "user", "content": f"q{i}"}], max_tokens=4
-            )
-            ids.append(raw.headers["x-request-id"])
-        with pytest.raises(openai.NotFoundError):
-            sdk.chat.completions.create(model="nope", messages=[{"role": "user", "content": "x"}])
+        with openai.OpenAI(base_url=first.base_url, api_key="x", max_retries=0) as sdk:
+            for i in range(15):
+                raw = sdk.chat.completions.with_raw_response.create(
+                    model="light", messages=[{"role": "user", "content": f"q{i}"}], max_tokens=4
+                )
+                ids.append(raw.headers["x-request-id"])
+            with pytest.raises(openai.NotFoundError):
+                sdk.chat.completions.create(
+                    model="nope", messages=[{"role": "user", "content": "x"}]
+                )
         os.kill(first.process.pid, signal.SIGKILL)  # no shutdown hook runs
         first.process.popen.wait(timeout=10)
     finally:
