@@ -83,7 +83,6 @@ class ChatResult:
 
     body: bytes
     usage: Usage
-    cacheable: bool
 
 
 @dataclass(slots=True)

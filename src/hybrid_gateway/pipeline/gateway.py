@@ -90,17 +90,16 @@ class Pipeline:
         lookup = await self._lookup(request, record)
         if lookup.entry is not None:
             self._note_saving(request, record, lookup.entry.usage)
-            return ChatResult(lookup.entry.body, lookup.entry.usage, cacheable=False)
+            return ChatResult(lookup.entry.body, lookup.entry.usage)
         channel = self._route(request, record)
         started = self._p.clock.now()
         raw, parsed = await channel.complete(request.body)
         record.upstream_ms = (self._p.clock.now() - started) * 1000
         usage = usage_from_completion(parsed) or _estimate_usage(request, parsed)
         self._settle(record, channel.name, usage)
-        cacheable = _complete_answer(parsed)
-        if cacheable and self._p.exact_cache is not None:
+        if self._p.exact_cache is not None and _complete_answer(parsed):
             await self._p.exact_cache.put(lookup.key, raw, usage)
-        return ChatResult(raw, usage, cacheable)
+        return ChatResult(raw, usage)
 
     # -- streamed --------------------------------------------------------------------------
     @asynccontextmanager
