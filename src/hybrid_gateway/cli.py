@@ -24,10 +24,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "hybrid_gateway.tools.emulator.cli",
         "run an OpenAI-compatible LLM server emulator",
     ),
-    "bench": (
-        "hybrid_gateway.tools.overhead.cli",
-        "benchmarks (`bench overhead`: gateway cost vs a bare proxy)",
-    ),
+    "bench": ("hybrid_gateway.tools.bench_cli", "benchmarks: `bench overhead`, `bench run`"),
+    "workload": ("hybrid_gateway.tools.workload.cli", "build replayable workloads from real data"),
     "demo": ("hybrid_gateway.tools.demo", "start two emulators + the gateway and send a short mix"),
     "config": ("hybrid_gateway.config_cli", "check a config file (`config check FILE`)"),
 }

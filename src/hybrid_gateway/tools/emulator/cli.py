@@ -9,14 +9,17 @@ from __future__ import annotations
 import argparse
 import sys
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
 
 from hybrid_gateway.serving import run_with_best_loop, serve_until_signalled
 
+from .quality import TIERS, QualityAnswers
 from .server import create_emulator_app
 from .settings import PROFILES, EmulatorSettings, FaultSettings, profile
+from .text import PseudoAnswers
 
 # --flag -> EngineSettings field, for the engine overrides
 _ENGINE_FLAGS = {
@@ -50,6 +53,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--min-output-tokens", type=int)
     parser.add_argument("--max-output-tokens", type=int)
+    quality = parser.add_argument_group("quality model (see docs/emulator.md)")
+    quality.add_argument(
+        "--workload", type=Path, help="answer its questions right or wrong by their labels"
+    )
+    quality.add_argument(
+        "--tier", choices=TIERS, help="whose labels to follow (default: the profile's name)"
+    )
     engine = parser.add_argument_group("engine (defaults from the profile)")
     for name, kind in _ENGINE_FLAGS.items():
         engine.add_argument(_flag(name), type=kind)
@@ -83,13 +93,30 @@ def _given(args: argparse.Namespace, names: dict[str, type]) -> dict[str, Any]:
     return {name: getattr(args, name) for name in names if getattr(args, name) is not None}
 
 
+def quality_from_args(
+    args: argparse.Namespace, settings: EmulatorSettings
+) -> QualityAnswers | None:
+    """The quality model when ``--workload`` is given; ``ValueError`` on bad flags or file."""
+    workload: Path | None = getattr(args, "workload", None)
+    if workload is None:
+        return None
+    if settings.zero_delay:
+        raise ValueError("--workload needs the engine: it cannot be used with --zero-delay")
+    tier = getattr(args, "tier", None) or args.profile
+    if tier not in TIERS:
+        raise ValueError(f"--tier is needed with profile {args.profile!r}")
+    fallback = PseudoAnswers(settings.min_output_tokens, settings.max_output_tokens)
+    return QualityAnswers.from_file(workload, tier, fallback)
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         settings = settings_from_args(args)
+        answers = quality_from_args(args, settings)
     except ValueError as exc:
         print(f"hybrid-gateway emulate: {exc}", file=sys.stderr)
         return 2
-    app = create_emulator_app(settings)
+    app = create_emulator_app(settings, answers=answers)
     # handler_cancellation: a client that hangs up frees its batch slot, as in vLLM
     runner = web.AppRunner(app, access_log=None, handle_signals=False, handler_cancellation=True)
     run_with_best_loop(serve_until_signalled(runner, args.host, args.port, "emulator"))

@@ -52,7 +52,7 @@ from hybrid_gateway.tools.processes import (
     stop_process,
 )
 
-__all__ = ["TARGET_NAMES", "configure", "run", "run_overhead"]
+__all__ = ["TARGET_NAMES", "add_arguments", "run"]
 
 TARGET_NAMES = ("emulator", "bare", "gateway")
 
@@ -86,14 +86,8 @@ class Target:
     upstream: ManagedProcess | None  # the emulator behind a proxy, sampled for context
 
 
-def configure(parser: argparse.ArgumentParser) -> None:
-    sub = parser.add_subparsers(dest="bench_command", metavar="BENCH", required=True)
-    overhead = sub.add_parser(
-        "overhead",
-        help="gateway pass-through cost vs a bare aiohttp proxy, with wrk",
-        description="Measure the gateway's pass-through cost (exact-cache miss, rule routing, "
-        "relay, request log) against a bare aiohttp proxy and the emulator itself, with wrk.",
-    )
+def add_arguments(overhead: argparse.ArgumentParser) -> None:
+    """The options of `hybrid-gateway bench overhead`."""
     overhead.add_argument(
         "--duration", type=_int_at_least(1), default=10, help="seconds per level (default 10)"
     )
@@ -127,11 +121,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    handlers: dict[str, Callable[[argparse.Namespace], int]] = {"overhead": run_overhead}
-    return handlers[args.bench_command](args)
-
-
-def run_overhead(args: argparse.Namespace) -> int:
     wrk = find_wrk()
     if wrk is None:
         print(f"bench overhead: {WRK_INSTALL_HINT}", file=sys.stderr)

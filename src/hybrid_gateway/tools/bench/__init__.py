@@ -1,0 +1,2 @@
+"""`hybrid-gateway bench run`: workloads replayed through strategies, scored for quality
+and cost."""

@@ -1,0 +1,144 @@
+"""`hybrid-gateway bench run`: a workload replayed through strategies, scored for quality and cost.
+
+For each strategy (``heavy-only``, ``hybrid``, ``hybrid-cache``) one run starts, on 127.0.0.1
+and free ports, a light and a heavy emulator loaded with the workload's labels and a fresh
+gateway configured by the strategy; then, at each concurrency, a discarded warm-up and a measured
+stage driven by the load generator in its own process, sampling the gateway's CPU and RSS.  It
+writes ``bench-YYYYmmdd-HHMMSS.{json,md}`` and two PNG plots to ``--out`` and prints the
+strategy table.  Every process it starts is stopped before it returns, on success, error or
+Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from pathlib import Path
+
+__all__ = ["add_arguments", "run"]
+
+DEFAULT_STRATEGIES = ("heavy-only", "hybrid", "hybrid-cache")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of `hybrid-gateway bench run`."""
+    parser.add_argument(
+        "--workload",
+        type=Path,
+        default=None,
+        help="workload JSONL (default: build one with `workload build` into --out)",
+    )
+    parser.add_argument(
+        "--size", type=_int_at_least(1), default=400, help="items of the built workload (400)"
+    )
+    parser.add_argument("--seed", type=int, default=7, help="seed of the built workload (7)")
+    parser.add_argument(
+        "--kind",
+        choices=("default", "hard"),
+        default="default",
+        help="kind of the built workload (default; hard: measured outcomes only)",
+    )
+    _load_arguments(parser)
+
+
+def _load_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--strategies",
+        type=_strategy_list,
+        default=list(DEFAULT_STRATEGIES),
+        help="comma list (default heavy-only,hybrid,hybrid-cache)",
+    )
+    parser.add_argument(
+        "--concurrency", type=_int_list, default=[20, 50, 100], help="comma list (20,50,100)"
+    )
+    parser.add_argument(
+        "--duration", type=_float_at_least(0.5), default=30.0, help="seconds per stage (30)"
+    )
+    parser.add_argument(
+        "--warmup",
+        type=_float_at_least(0.0),
+        default=5.0,
+        help="warm-up seconds before each stage, discarded (5)",
+    )
+    parser.add_argument(
+        "--mode",
+        choices=("closed", "open"),
+        default="closed",
+        help="closed loop at each concurrency, or open loop at the workload's arrival times",
+    )
+    parser.add_argument(
+        "--time-scale",
+        type=_float_at_least(0.0),
+        default=1.0,
+        help="open mode: multiply arrival offsets by this (1.0)",
+    )
+    parser.add_argument(
+        "--max-requests",
+        type=_int_at_least(1),
+        default=None,
+        help="stop each stage after this many requests (default: --duration only)",
+    )
+    parser.add_argument(
+        "--base-config",
+        type=Path,
+        default=Path("examples/gateway.yaml"),
+        help="gateway config giving prices, channels and routing rules (examples/gateway.yaml)",
+    )
+    parser.add_argument(
+        "--out", type=Path, default=Path("out/bench"), help="report folder (out/bench/)"
+    )
+    parser.add_argument(
+        "--startup-timeout",
+        type=float,
+        default=60.0,
+        help="seconds to wait for each process's listening line (60)",
+    )
+    parser.add_argument(
+        "--no-plots", action="store_true", help="skip the PNG plots (no matplotlib needed)"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from hybrid_gateway.tools.bench.runner import main
+
+    return main(args)
+
+
+def _int_at_least(low: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        value = int(text)
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be >= {low}, got {value}")
+        return value
+
+    return parse
+
+
+def _float_at_least(low: float) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        value = float(text)
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be >= {low}, got {value}")
+        return value
+
+    return parse
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        values = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"expected a comma list of integers: {text!r}") from exc
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"concurrency levels must be >= 1: {text!r}")
+    return values
+
+
+def _strategy_list(text: str) -> list[str]:
+    names = [part.strip() for part in text.split(",") if part.strip()]
+    unknown = [n for n in names if n not in DEFAULT_STRATEGIES]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"strategies are {','.join(DEFAULT_STRATEGIES)}; got {text!r}"
+        )
+    return list(dict.fromkeys(names))

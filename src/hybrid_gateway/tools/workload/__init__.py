@@ -1,0 +1,1 @@
+"""Replayable workloads built from real data (see ``schema.py`` for the file format)."""

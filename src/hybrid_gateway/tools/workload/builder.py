@@ -1,0 +1,403 @@
+"""Compose a workload from the real data: which questions, in what order, asked again or not.
+
+A build first plans its slots, exact counts shuffled by the seed: each slot is *simple* (an FAQ
+question) or *complex* (from the complex pool), and *fresh* (a new question), a *verbatim* repeat,
+a *paraphrase* (the label-1 partner of an earlier question: same group) or a *trap* (the label-0
+partner of an earlier question: a new group with ``trap_of`` set).  Then it fills the slots in
+order; a repeat or trap slot that has nothing earlier to refer to swaps with the next fresh slot of
+its class.  Every rule here is written out in docs/workload.md.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .arrivals import Arrival, ArrivalSpec, make_arrivals
+from .schema import COMPLEX, SIMPLE, Labels, WorkloadItem
+from .sources import (
+    ASSUMED,
+    PAIR_LOADERS,
+    PROMPT_LOADERS,
+    Pair,
+    Prompt,
+    load_azure_conv,
+)
+
+DEFAULT_KIND = "default"
+HARD_KIND = "hard"
+KINDS = (DEFAULT_KIND, HARD_KIND)
+
+FRESH, VERBATIM, PARAPHRASE, TRAP = "fresh", "verbatim", "paraphrase", "trap"
+
+# Source weights inside each pool (a source that runs out leaves the draw to the others).
+EN_SIMPLE = {"banking77": 0.5, "qqp": 0.5}
+ZH_SIMPLE = {"lcqmc": 0.25, "bq": 0.25, "afqmc": 0.25, "oppo_xiaobu": 0.25}
+EN_COMPLEX = {
+    "mmlu": 0.4,
+    "routerbench_arc_challenge": 0.1,
+    "routerbench_winograde": 0.1,
+    "routerbench_mbpp": 0.1,
+    "arena": 0.15,
+    "math500": 0.1,
+}
+ZH_COMPLEX = {"alignbench": 0.5, "cmath": 0.5}
+HARD = {
+    "mmlu": 0.45,
+    "routerbench_arc_challenge": 0.15,
+    "routerbench_winograde": 0.15,
+    "routerbench_mbpp": 0.1,
+    "arena": 0.15,
+}
+MEASURED_SOURCES = frozenset(HARD)
+COMPLEX_SOURCES = frozenset(EN_COMPLEX) | frozenset(ZH_COMPLEX)
+# Default kind: a measured complex-pool draw comes from the rows the light model got wrong with
+# this probability, else from the rows it got right (each stratum keeps its natural mix of
+# heavy-right and heavy-wrong), so the pool leans hard without being cherry-picked.
+LIGHT_FAILS_SHARE = 0.75
+MIN_OUTPUT_TOKENS = 8
+
+
+class BuildError(ValueError):
+    """The options cannot be met (bad values, or not enough source questions)."""
+
+
+@dataclass(frozen=True, slots=True)
+class BuildOptions:
+    size: int = 1000
+    kind: str = DEFAULT_KIND
+    complex_share: float = 0.2
+    repeat_rate: float = 0.3
+    trap_rate: float = 0.05
+    zh_share: float = 0.5
+    stream_share: float = 0.3
+    tenants: int = 1
+    arrivals: ArrivalSpec = field(default_factory=ArrivalSpec)
+    seed: int = 7
+
+    def validate(self) -> None:
+        shares = ("complex_share", "repeat_rate", "trap_rate", "zh_share", "stream_share")
+        for name in shares:
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise BuildError(f"--{name.replace('_', '-')} must be within [0, 1]")
+        if self.size < 1 or self.tenants < 1:
+            raise BuildError("--size and --tenants must be at least 1")
+        if self.kind not in KINDS:
+            raise BuildError(f"--kind must be one of {', '.join(KINDS)}")
+
+    def as_meta(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "size": self.size,
+            "complex_share": self.complex_share,
+            "repeat_rate": self.repeat_rate,
+            "trap_rate": self.trap_rate,
+            "zh_share": self.zh_share,
+            "stream_share": self.stream_share,
+            "tenants": self.tenants,
+            "arrivals": str(self.arrivals),
+            "seed": self.seed,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Slot:
+    complex_pool: bool
+    kind: str  # FRESH, VERBATIM, PARAPHRASE or TRAP
+
+
+def plan_slots(options: BuildOptions, rng: random.Random) -> list[Slot]:
+    """Exact slot counts for the options, shuffled; raises BuildError when they cannot fit."""
+    size = options.size
+    hard = options.kind == HARD_KIND
+    repeats = round(size * options.repeat_rate)
+    paraphrases = 0 if hard else repeats // 2  # measured prompts have no labelled paraphrases
+    traps = 0 if hard else round(size * options.trap_rate)
+    verbatim = repeats - paraphrases
+    n_complex = size if hard else round(size * options.complex_share)
+    complex_verbatim = round(verbatim * n_complex / size)
+    simple_fresh = size - n_complex - (verbatim - complex_verbatim) - paraphrases - traps
+    if simple_fresh < paraphrases + traps or (n_complex and n_complex <= complex_verbatim):
+        raise BuildError(
+            "--repeat-rate and --trap-rate leave too few fresh questions to refer to; lower them"
+        )
+    slots = (
+        [Slot(True, FRESH)] * (n_complex - complex_verbatim)
+        + [Slot(True, VERBATIM)] * complex_verbatim
+        + [Slot(False, FRESH)] * simple_fresh
+        + [Slot(False, VERBATIM)] * (verbatim - complex_verbatim)
+        + [Slot(False, PARAPHRASE)] * paraphrases
+        + [Slot(False, TRAP)] * traps
+    )
+    rng.shuffle(slots)
+    return slots
+
+
+@dataclass(frozen=True, slots=True)
+class _Candidate:
+    prompt: Prompt
+    partner: str | None = None
+    same: bool = False
+
+
+class _Deck:
+    """Draw without replacement, in seeded random order."""
+
+    def __init__(self, cards: Sequence[_Candidate]) -> None:
+        self._cards = list(cards)
+
+    def draw(self, rng: random.Random) -> _Candidate | None:
+        if not self._cards:
+            return None
+        index = rng.randrange(len(self._cards))
+        self._cards[index], self._cards[-1] = self._cards[-1], self._cards[index]
+        return self._cards.pop()
+
+
+class _Library:
+    """The source questions, loaded on first use and split into decks."""
+
+    def __init__(self, data: Path, stratify: bool) -> None:
+        self._data = data
+        self._stratify = stratify
+        self._decks: dict[tuple[str, str], _Deck] = {}
+
+    def draw(
+        self, weights: Mapping[str, float], rng: random.Random, p_same: float
+    ) -> _Candidate | None:
+        names = list(weights)
+        while names:
+            name = rng.choices(names, [weights[n] for n in names])[0]
+            preferred = self._preferred_part(name, rng, p_same)
+            for part in (preferred, _OTHER_PART[preferred]):
+                card = self._deck(name, part).draw(rng)
+                if card is not None:
+                    return card
+            names.remove(name)
+        return None
+
+    def _preferred_part(self, name: str, rng: random.Random, p_same: float) -> str:
+        if name in PAIR_LOADERS:
+            return "same" if rng.random() < p_same else "different"
+        if self._stratify and name in MEASURED_SOURCES:
+            return "light_fails" if rng.random() < LIGHT_FAILS_SHARE else "light_ok"
+        return "all"
+
+    def _deck(self, name: str, part: str) -> _Deck:
+        if (name, part) not in self._decks:
+            self._load(name)
+        return self._decks[(name, part)]
+
+    def _load(self, name: str) -> None:
+        if name in PAIR_LOADERS:
+            pairs: list[Pair] = PAIR_LOADERS[name](self._data)
+            cards = [_Candidate(p.prompt, p.partner, p.same) for p in pairs]
+            self._decks[(name, "same")] = _Deck([c for c in cards if c.same])
+            self._decks[(name, "different")] = _Deck([c for c in cards if not c.same])
+            return
+        cards = [_Candidate(prompt) for prompt in PROMPT_LOADERS[name](self._data)]
+        self._decks[(name, "all")] = _Deck(cards)
+        self._decks[(name, "light_fails")] = _Deck([c for c in cards if not c.prompt.light_ok])
+        self._decks[(name, "light_ok")] = _Deck([c for c in cards if c.prompt.light_ok])
+
+
+_OTHER_PART = {
+    "same": "different",
+    "different": "same",
+    "light_fails": "light_ok",
+    "light_ok": "light_fails",
+    "all": "all",
+}
+
+
+@dataclass(slots=True)
+class _Asked:
+    """A question already in the workload, and its unused labelled partner if any."""
+
+    text: str
+    labels: Labels
+    max_tokens: int
+    complex_pool: bool
+    partner: str | None = None
+    same: bool = False
+
+
+@dataclass(slots=True)
+class _Composer:
+    """Fills slots in order; holds what has been asked so far (one build's state, never global)."""
+
+    options: BuildOptions
+    library: _Library
+    rng: random.Random
+    remaining: Counter[str]
+    asked: dict[bool, list[_Asked]] = field(default_factory=lambda: {True: [], False: []})
+    open_pairs: dict[bool, list[_Asked]] = field(default_factory=lambda: {True: [], False: []})
+    groups: dict[str, str] = field(default_factory=dict)  # question text -> group
+    group_count: int = 0
+
+    def make(self, slot: Slot) -> tuple[str, Labels, int] | None:
+        if slot.kind == FRESH:
+            return self._fresh(slot.complex_pool)
+        if slot.kind == VERBATIM:
+            return self._verbatim(slot.complex_pool)
+        return self._partner(same=slot.kind == PARAPHRASE)
+
+    def _lang(self) -> str:
+        hard = self.options.kind == HARD_KIND
+        return "en" if hard or self.rng.random() >= self.options.zh_share else "zh"
+
+    def _pools(self, complex_pool: bool) -> list[Mapping[str, float]]:
+        if self.options.kind == HARD_KIND:
+            return [HARD]
+        en, zh = (EN_COMPLEX, ZH_COMPLEX) if complex_pool else (EN_SIMPLE, ZH_SIMPLE)
+        return [zh, en] if self._lang() == "zh" else [en, zh]
+
+    def _p_same(self) -> float:
+        need_same = max(0, self.remaining[PARAPHRASE] - len(self.open_pairs[True]))
+        need_different = max(0, self.remaining[TRAP] - len(self.open_pairs[False]))
+        return (need_same + 0.5) / (need_same + need_different + 1.0)
+
+    def _fresh(self, complex_pool: bool) -> tuple[str, Labels, int] | None:
+        for pool in self._pools(complex_pool):
+            for _ in range(50):  # skip texts already asked under another group
+                card = self.library.draw(pool, self.rng, self._p_same())
+                if card is None:
+                    break
+                if card.prompt.text and card.prompt.text not in self.groups:
+                    return self._remember(card, complex_pool)
+        return None
+
+    def _remember(self, card: _Candidate, complex_pool: bool) -> tuple[str, Labels, int]:
+        prompt = card.prompt
+        labels = _labels(prompt, self._new_group(prompt.text))
+        asked = _Asked(
+            prompt.text, labels, prompt.max_tokens, complex_pool, card.partner, card.same
+        )
+        self.asked[complex_pool].append(asked)
+        if card.partner is not None:
+            self.open_pairs[card.same].append(asked)
+        return prompt.text, labels, prompt.max_tokens
+
+    def _new_group(self, text: str) -> str:
+        self.group_count += 1
+        group = f"g{self.group_count:06d}"
+        self.groups[text] = group
+        return group
+
+    def _verbatim(self, complex_pool: bool) -> tuple[str, Labels, int] | None:
+        earlier = _by_lang(self.asked[complex_pool], self._lang())
+        if not earlier:
+            return None
+        asked = self.rng.choice(earlier)
+        return asked.text, asked.labels, asked.max_tokens
+
+    def _partner(self, same: bool) -> tuple[str, Labels, int] | None:
+        lang = self._lang()
+        while self.open_pairs[same]:
+            candidates = _by_lang(self.open_pairs[same], lang)
+            asked = self.rng.choice(candidates)
+            self.open_pairs[same].remove(asked)
+            text = (asked.partner or "").strip()
+            if not text or text == asked.text:
+                continue
+            if same and self.groups.get(text, asked.labels.group) == asked.labels.group:
+                self.groups[text] = asked.labels.group
+                return text, asked.labels, asked.max_tokens
+            if not same and text not in self.groups:
+                return self._trap(text, asked)
+        return None
+
+    def _trap(self, text: str, of: _Asked) -> tuple[str, Labels, int]:
+        source, lang = of.labels.source, of.labels.lang
+        prompt = Prompt(text, source, source, lang, light_ok=True, heavy_ok=True, outcome=ASSUMED)
+        labels = _labels(prompt, self._new_group(text), trap_of=of.labels.group)
+        self.asked[False].append(_Asked(text, labels, of.max_tokens, complex_pool=False))
+        return text, labels, of.max_tokens
+
+
+def _by_lang(asked: list[_Asked], lang: str) -> list[_Asked]:
+    return [a for a in asked if a.labels.lang == lang] or asked
+
+
+def _labels(prompt: Prompt, group: str, trap_of: str | None = None) -> Labels:
+    return Labels(
+        light_ok=prompt.light_ok,
+        heavy_ok=prompt.heavy_ok,
+        # the definition: complex = the light model's answer would not be good enough
+        complexity=SIMPLE if prompt.light_ok else COMPLEX,
+        category=prompt.category,
+        source=prompt.source,
+        group=group,
+        lang=prompt.lang,
+        outcome=prompt.outcome,
+        trap_of=trap_of,
+    )
+
+
+def build(options: BuildOptions, data: Path) -> list[WorkloadItem]:
+    """The workload for ``options`` from the data in ``data``: same options, same items."""
+    options.validate()
+    seed = options.seed
+    slots = plan_slots(options, random.Random(f"{seed}:plan"))
+    library = _Library(data, stratify=options.kind == DEFAULT_KIND)
+    composer = _Composer(options, library, random.Random(f"{seed}:pick"), Counter())
+    composer.remaining.update(slot.kind for slot in slots)
+    questions = [_fill(slots, index, composer) for index in range(len(slots))]
+    arrivals = make_arrivals(options.arrivals, options.size, random.Random(f"{seed}:arrive"), data)
+    return _items(options, questions, arrivals, data)
+
+
+def _items(
+    options: BuildOptions,
+    questions: list[tuple[str, Labels, int]],
+    arrivals: list[Arrival],
+    data: Path,
+) -> list[WorkloadItem]:
+    output_tokens = [row.output_tokens for row in load_azure_conv(data)]
+    rng = random.Random(f"{options.seed}:item")
+    items: list[WorkloadItem] = []
+    for index, (question, arrival) in enumerate(zip(questions, arrivals, strict=True)):
+        text, labels, max_tokens = question
+        tenant = f"t{rng.randrange(options.tenants)}"
+        stream = rng.random() < options.stream_share
+        sampled = rng.choice(output_tokens)
+        wanted = sampled if arrival.output_tokens is None else arrival.output_tokens
+        expected = min(max(wanted, MIN_OUTPUT_TOKENS), max_tokens)
+        items.append(
+            WorkloadItem(
+                id=f"w{index + 1:06d}",
+                arrival_ms=arrival.offset_ms,
+                tenant=tenant,
+                messages=({"role": "user", "content": text},),
+                max_tokens=max_tokens,
+                expected_output_tokens=expected,
+                stream=stream,
+                labels=labels,
+            )
+        )
+    return items
+
+
+def _fill(slots: list[Slot], index: int, composer: _Composer) -> tuple[str, Labels, int]:
+    """Fill ``slots[index]``; a slot with nothing to refer to yet swaps with a later fresh one."""
+    slot = slots[index]
+    made = composer.make(slot)
+    if made is None and slot.kind != FRESH:
+        fresh = Slot(slot.complex_pool, FRESH)
+        later = next((j for j in range(index + 1, len(slots)) if slots[j] == fresh), None)
+        if later is not None:
+            slots[index], slots[later] = fresh, slot
+            slot = fresh
+        else:  # nothing fresh left to swap with: degrade to a verbatim repeat, then a new question
+            slot = Slot(slot.complex_pool, VERBATIM)
+            made = composer.make(slot)
+            slot = slot if made is not None else fresh
+        made = made or composer.make(slot)
+    if made is None:
+        raise BuildError(f"ran out of source questions at item {index + 1}; lower --size")
+    composer.remaining[slot.kind] -= 1
+    return made
