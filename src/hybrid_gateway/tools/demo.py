@@ -1,15 +1,21 @@
-"""`hybrid-gateway demo`: the whole request path on this machine, in about ten seconds.
+"""`hybrid-gateway demo`: the request path, then the strategy comparison, in about 3 minutes.
 
-Starts two emulators (light and heavy, with the example config's model names), the gateway in
-front of them with the example config (channel URLs pointed at the emulators, free ports, the
-request log in a temporary folder), sends a short mix of simple and complex questions through
-the official OpenAI SDK, prints what answered each one and why, and stops everything.
+Part 1 (about ten seconds): starts two emulators (light and heavy, with the example config's
+model names) and the gateway with the example config (channel URLs pointed at the emulators,
+free ports, the request log in a temporary folder), sends a short mix of simple and complex
+questions through the official OpenAI SDK, prints what answered each one and why, and stops.
+
+Part 2: `hybrid-gateway bench run` on a short workload built from the real data in
+``../shared/data``: heavy-only vs hybrid vs hybrid + cache, scored for latency, quality and
+cost, ending with the table and the paths of the plots.  Without the data folder it says so
+and stops after part 1.
 """
 
 from __future__ import annotations
 
 import argparse
 import sqlite3
+import subprocess
 import tempfile
 import time
 import unicodedata
@@ -63,6 +69,10 @@ class Answer:
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", default="examples/gateway.yaml", help="gateway config to demo")
     parser.add_argument("--keep", action="store_true", help="keep the temp folder (logs, db)")
+    parser.add_argument(
+        "--no-bench", action="store_true", help="skip part 2, the strategy comparison"
+    )
+    parser.add_argument("--out", default="out/demo", help="where part 2 writes its report")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -93,7 +103,27 @@ def run(args: argparse.Namespace) -> int:
     _print_summary(folder / "requests.sqlite3", config)
     if args.keep:
         print(f"\nkept: {folder}")
-    return 0
+    return 0 if args.no_bench else _compare_strategies(args.config, args.out)
+
+
+# Part 2's size: three strategies x two stages x (2 s warm-up + 8 s), under 3 minutes on 2 cores.
+_BENCH_ARGS = ("--size", "1500", "--concurrency", "20,50", "--duration", "8", "--warmup", "2")
+
+
+def _compare_strategies(config: str, out: str) -> int:
+    from hybrid_gateway.tools.workload.cli import resolve_data
+    from hybrid_gateway.tools.workload.sources import DataMissingError
+
+    try:
+        data = resolve_data(None)
+    except DataMissingError as exc:
+        print(f"\nstrategy comparison skipped: {exc}")
+        return 0
+    print(f"\n== strategy comparison on a workload built from {data} ==", flush=True)
+    argv = python_module_argv(
+        "hybrid_gateway.cli", "bench", "run", "--base-config", config, "--out", out, *_BENCH_ARGS
+    )
+    return subprocess.run(argv, check=False).returncode
 
 
 def _demo_config(path: str, config: GatewayConfig, urls: list[str], folder: Path) -> Path:

@@ -66,7 +66,8 @@ class Plan:
 
 def main(args: argparse.Namespace) -> int:
     started = datetime.now(UTC)
-    run_dir = args.out / f"bench-{started:%Y%m%d-%H%M%S}"
+    # absolute: each gateway runs with its own folder as its working directory
+    run_dir = args.out.resolve() / f"bench-{started:%Y%m%d-%H%M%S}"
     try:
         with _sigterm_stops_the_run():
             plan = _plan(args, run_dir)
@@ -118,7 +119,7 @@ def _plan(args: argparse.Namespace, run_dir: Path) -> Plan:
     run_dir.mkdir(parents=True, exist_ok=True)
     base = _load_base(args.base_config)
     models = {lane: str(channel_of_lane(base, lane)["model"]) for lane in LANES}
-    workload = args.workload or _build_workload(args, run_dir)
+    workload = (args.workload or _build_workload(args, run_dir)).resolve()
     if not workload.is_file():
         raise BenchError(f"no workload file at {workload}")
     return Plan(run_dir, workload.resolve(), base, models)
