@@ -18,7 +18,7 @@ FAULTS: dict[str, dict[str, Any]] = {
     "fault-midstream": {"model": "m@midstream-reset"},
     "fault-stall": {"model": "m@stall=5", "timeout_s": 0.5},
     # One slot and a short queue deadline: a second request while one is in flight gets 503.
-    "narrow": {"model": "m@stall=1.5", "max_concurrency": 1, "queue_timeout_s": 0.3},
+    "narrow": {"model": "m@stall=3", "max_concurrency": 1, "queue_timeout_s": 0.6},
 }
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -11,6 +12,8 @@ from typing import Any
 
 import yaml
 
+from hybrid_gateway.tools.emulator.settings import profile
+from hybrid_gateway.tools.emulator.text import Prompt, PseudoAnswers
 from hybrid_gateway.tools.processes import (
     ManagedProcess,
     python_module_argv,
@@ -75,3 +78,18 @@ def gateway(config_path: Path, name: str = "gateway") -> Iterator[Gateway]:
 def channel(base_url: str, model: str, **extra: Any) -> dict[str, Any]:
     return {"base_url": base_url, "model": model, "price_per_1m_input": 0.5,
             "price_per_1m_output": 1.5, **extra}  # fmt: skip
+
+
+def long_question(stem: str, min_tokens: int, profile_name: str = "heavy") -> str:
+    """A unique question the emulator's ``profile_name`` model answers with >= min_tokens.
+
+    The emulator picks each answer's natural length from a hash of the prompt; tests that need
+    an answer still streaming a while later ask one of these instead of leaving it to chance.
+    """
+    settings = profile(profile_name)
+    answers = PseudoAnswers(settings.min_output_tokens, settings.max_output_tokens)
+    for _ in range(10_000):
+        text = f"{stem} {uuid.uuid4().hex}"
+        if answers.target_tokens(Prompt.from_contents([("user", text)])) >= min_tokens:
+            return text
+    raise AssertionError(f"no question of {min_tokens}+ answer tokens found")

@@ -13,7 +13,7 @@ from typing import Any
 import aiohttp
 import openai
 
-from tests.e2e.stack import Gateway
+from tests.e2e.stack import Gateway, long_question
 
 
 def get(url: str) -> tuple[int, str, dict[str, str]]:
@@ -55,7 +55,7 @@ async def test_channel_concurrency_limit_answers_503_with_retry_after(stack: Gat
             assert exc.response.headers["retry-after"] == "1"
             return f"{exc.status_code} {exc.code}"
 
-    first, second = await asyncio.gather(ask(0), ask(0.2))
+    first, second = await asyncio.gather(ask(0), ask(0.6))
     await sdk.close()
     assert first == 200
     assert second == "503 lane_queue_timeout"
@@ -65,7 +65,7 @@ async def test_client_that_hangs_up_mid_stream_frees_the_upstream(
     stack: Gateway, emulators: tuple[str, str]
 ) -> None:
     heavy_url = emulators[1]
-    question = f"long story {uuid.uuid4().hex}"
+    question = long_question("long story", 140)
     body = {"model": "heavy", "stream": True, "max_tokens": 150,
             "messages": [{"role": "user", "content": question}]}  # fmt: skip
     async with aiohttp.ClientSession() as session:
@@ -96,7 +96,7 @@ async def test_client_that_hangs_up_mid_stream_frees_the_upstream(
 def test_stream_is_relayed_while_the_upstream_is_still_generating(
     stack: Gateway, emulators: tuple[str, str], sdk: openai.OpenAI
 ) -> None:
-    messages: Any = [{"role": "user", "content": f"a long answer please {uuid.uuid4().hex}"}]
+    messages: Any = [{"role": "user", "content": long_question("a long answer please", 120)}]
     stream = sdk.chat.completions.create(
         model="heavy", messages=messages, max_tokens=120, stream=True
     )
