@@ -12,8 +12,9 @@ Ctrl-C.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
 from pathlib import Path
+
+from hybrid_gateway.tools.cliargs import concurrency_list, float_at_least, int_at_least
 
 __all__ = ["add_arguments", "run"]
 
@@ -29,7 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="workload JSONL (default: build one with `workload build` into --out)",
     )
     parser.add_argument(
-        "--size", type=_int_at_least(1), default=400, help="items of the built workload (400)"
+        "--size", type=int_at_least(1), default=400, help="items of the built workload (400)"
     )
     parser.add_argument("--seed", type=int, default=7, help="seed of the built workload (7)")
     parser.add_argument(
@@ -49,14 +50,14 @@ def _load_arguments(parser: argparse.ArgumentParser) -> None:
         help="comma list (default heavy-only,hybrid,hybrid-cache)",
     )
     parser.add_argument(
-        "--concurrency", type=_int_list, default=[20, 50, 100], help="comma list (20,50,100)"
+        "--concurrency", type=concurrency_list, default=[20, 50, 100], help="comma list (20,50,100)"
     )
     parser.add_argument(
-        "--duration", type=_float_at_least(0.5), default=30.0, help="seconds per stage (30)"
+        "--duration", type=float_at_least(0.5), default=30.0, help="seconds per stage (30)"
     )
     parser.add_argument(
         "--warmup",
-        type=_float_at_least(0.0),
+        type=float_at_least(0.0),
         default=5.0,
         help="warm-up seconds before each stage, discarded (5)",
     )
@@ -68,13 +69,13 @@ def _load_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--time-scale",
-        type=_float_at_least(0.0),
+        type=float_at_least(0.0),
         default=1.0,
         help="open mode: multiply arrival offsets by this (1.0)",
     )
     parser.add_argument(
         "--max-requests",
-        type=_int_at_least(1),
+        type=int_at_least(1),
         default=None,
         help="stop each stage after this many requests (default: --duration only)",
     )
@@ -102,36 +103,6 @@ def run(args: argparse.Namespace) -> int:
     from hybrid_gateway.tools.bench.runner import main
 
     return main(args)
-
-
-def _int_at_least(low: int) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        value = int(text)
-        if value < low:
-            raise argparse.ArgumentTypeError(f"must be >= {low}, got {value}")
-        return value
-
-    return parse
-
-
-def _float_at_least(low: float) -> Callable[[str], float]:
-    def parse(text: str) -> float:
-        value = float(text)
-        if value < low:
-            raise argparse.ArgumentTypeError(f"must be >= {low}, got {value}")
-        return value
-
-    return parse
-
-
-def _int_list(text: str) -> list[int]:
-    try:
-        values = [int(part) for part in text.split(",") if part.strip()]
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"expected a comma list of integers: {text!r}") from exc
-    if not values or min(values) < 1:
-        raise argparse.ArgumentTypeError(f"concurrency levels must be >= 1: {text!r}")
-    return values
 
 
 def _strategy_list(text: str) -> list[str]:

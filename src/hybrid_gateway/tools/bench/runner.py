@@ -14,15 +14,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import signal
 import subprocess
 import sys
-import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 import orjson
@@ -33,6 +30,7 @@ from hybrid_gateway.errors import ConfigError
 from hybrid_gateway.tools.bench.report import RunInfo, StageRun, build_report, write_report
 from hybrid_gateway.tools.bench.results import RequestResult
 from hybrid_gateway.tools.bench.strategies import STRATEGIES, channel_of_lane
+from hybrid_gateway.tools.cliargs import sigterm_stops_the_run
 from hybrid_gateway.tools.overhead.procstat import ProcessSampler
 from hybrid_gateway.tools.processes import (
     ManagedProcess,
@@ -69,7 +67,7 @@ def main(args: argparse.Namespace) -> int:
     # absolute: each gateway runs with its own folder as its working directory
     run_dir = args.out.resolve() / f"bench-{started:%Y%m%d-%H%M%S}"
     try:
-        with _sigterm_stops_the_run():
+        with sigterm_stops_the_run():
             plan = _plan(args, run_dir)
             stages = [s for name in args.strategies for s in _run_strategy(args, plan, name)]
     except ConfigError as exc:
@@ -96,23 +94,6 @@ def main(args: argparse.Namespace) -> int:
     for path in paths:
         print(f"wrote {path}")
     return 0
-
-
-@contextlib.contextmanager
-def _sigterm_stops_the_run() -> Iterator[None]:
-    """Turn SIGTERM into KeyboardInterrupt for the run, so the children get stopped too."""
-
-    def interrupt(signum: int, frame: FrameType | None) -> None:
-        raise KeyboardInterrupt
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def _plan(args: argparse.Namespace, run_dir: Path) -> Plan:

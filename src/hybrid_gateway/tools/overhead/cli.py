@@ -15,16 +15,14 @@ from __future__ import annotations
 import argparse
 import contextlib
 import shlex
-import signal
 import sys
 import tempfile
-import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from types import FrameType
 
+from hybrid_gateway.tools.cliargs import concurrency_list, int_at_least, sigterm_stops_the_run
 from hybrid_gateway.tools.overhead.bare_proxy import loop_name
 from hybrid_gateway.tools.overhead.procstat import ProcessSampler
 from hybrid_gateway.tools.overhead.report import (
@@ -89,16 +87,19 @@ class Target:
 def add_arguments(overhead: argparse.ArgumentParser) -> None:
     """The options of `hybrid-gateway bench overhead`."""
     overhead.add_argument(
-        "--duration", type=_int_at_least(1), default=10, help="seconds per level (default 10)"
+        "--duration", type=int_at_least(1), default=10, help="seconds per level (default 10)"
     )
     overhead.add_argument(
         "--warmup",
-        type=_int_at_least(0),
+        type=int_at_least(0),
         default=2,
         help="warm-up seconds per level, discarded (default 2)",
     )
     overhead.add_argument(
-        "--concurrency", type=_int_list, default=[1, 20, 50], help="comma list (default 1,20,50)"
+        "--concurrency",
+        type=concurrency_list,
+        default=[1, 20, 50],
+        help="comma list (default 1,20,50)",
     )
     overhead.add_argument(
         "--targets",
@@ -127,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     started = datetime.now(UTC)
     try:
-        with _sigterm_stops_the_run():
+        with sigterm_stops_the_run():
             results = _run_all(args, wrk)
     except (ProcessStartError, WrkError, ProcessLookupError, OSError) as exc:
         print(f"bench overhead: the run broke: {exc}", file=sys.stderr)
@@ -148,23 +149,6 @@ def run(args: argparse.Namespace) -> int:
     print(render_markdown(report))
     print(f"wrote {json_path} and {md_path}")
     return 0
-
-
-@contextlib.contextmanager
-def _sigterm_stops_the_run() -> Iterator[None]:
-    """Turn SIGTERM into KeyboardInterrupt for the run, so the children get stopped too."""
-
-    def interrupt(signum: int, frame: FrameType | None) -> None:
-        raise KeyboardInterrupt
-
-    if threading.current_thread() is not threading.main_thread():
-        yield  # signal handlers can only be set from the main thread
-        return
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def _run_all(args: argparse.Namespace, wrk: str) -> list[LevelResult]:
@@ -338,26 +322,6 @@ def _notes() -> list[str]:
         "Each request body is unique (run token + wrk thread + counter): the exact cache always "
         "misses.",
     ]
-
-
-def _int_at_least(low: int) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        value = int(text)
-        if value < low:
-            raise argparse.ArgumentTypeError(f"must be >= {low}, got {value}")
-        return value
-
-    return parse
-
-
-def _int_list(text: str) -> list[int]:
-    try:
-        values = [int(part) for part in text.split(",") if part.strip()]
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"expected a comma list of integers: {text!r}") from exc
-    if not values or min(values) < 1:
-        raise argparse.ArgumentTypeError(f"concurrency levels must be >= 1: {text!r}")
-    return values
 
 
 def _target_list(text: str) -> list[str]:
