@@ -28,6 +28,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "workload": ("hybrid_gateway.tools.workload.cli", "build replayable workloads from real data"),
     "demo": ("hybrid_gateway.tools.demo", "start two emulators + the gateway and send a short mix"),
     "config": ("hybrid_gateway.config_cli", "check a config file (`config check FILE`)"),
+    "plan": ("hybrid_gateway.accounting.plan_cli", "capacity planning: `plan vram`"),
 }
 
 
