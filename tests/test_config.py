@@ -129,3 +129,26 @@ def test_api_key_env_must_be_set(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "HG_TEST_KEY" in info.value.expected
     monkeypatch.setenv("HG_TEST_KEY", "sk-test")
     assert read_api_key("a", config.channels["a"]) == "sk-test"
+
+
+def test_resilience_defaults_and_keys() -> None:
+    config = parse_config(minimal())
+    assert config.resilience.retry.enabled and config.resilience.breaker.enabled
+    assert config.resilience.retry.backoff_s == (0.2, 0.5, 1.0)
+    assert config.resilience.breaker.min_requests == 20
+    custom = parse_config(minimal(resilience={
+        "retry": {"backoff_s": [0.1], "budget_ratio": 0.2},
+        "breaker": {"enabled": False, "half_open_probes": 3},
+    }))  # fmt: skip
+    assert custom.resilience.retry.backoff_s == (0.1,)
+    assert not custom.resilience.breaker.enabled
+    err = error_of(minimal(resilience={"breaker": {"error_rat": 0.5}}))
+    assert err.field == "resilience.breaker.error_rat"
+
+
+def test_lane_backup_is_cross_checked() -> None:
+    data = minimal()
+    data["lanes"] = {"light": {"channel": "a", "backup": "nope"}}
+    assert error_of(data).field == "lanes.light.backup"
+    data["lanes"] = {"light": {"channel": "a", "backup": "a"}}
+    assert error_of(data).field == "lanes.light.backup"

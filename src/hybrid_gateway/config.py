@@ -63,6 +63,37 @@ class ChannelConfig(_Strict):
 
 class LaneConfig(_Strict):
     channel: str
+    # Answers while ``channel``'s circuit breaker is open.
+    backup: str | None = None
+
+
+class RetryConfig(_Strict):
+    enabled: bool = True
+    # One wait per retry: len(backoff_s) + 1 attempts at most.
+    backoff_s: tuple[NonNegFloat, ...] = (0.2, 0.5, 1.0)
+    jitter: Annotated[float, Field(ge=0, le=1)] = 0.2
+    # An upstream Retry-After longer than the backoff is honoured up to this.
+    max_retry_after_s: NonNegFloat = 5.0
+    # Retries may not exceed this share of requests (plus the floor) over a 10 s window.
+    budget_ratio: NonNegFloat = 0.1
+    budget_min_per_s: NonNegFloat = 1.0
+    # No retry starts once this much time has passed since the request was dispatched: a
+    # request whose attempt timed out after a channel's full timeout_s is not tried again.
+    max_elapsed_s: PositiveFloat = 10.0
+
+
+class BreakerConfig(_Strict):
+    enabled: bool = True
+    window_s: PositiveFloat = 30.0
+    min_requests: PositiveInt = 20
+    error_rate: Annotated[float, Field(gt=0, le=1)] = 0.2
+    open_s: PositiveFloat = 30.0
+    half_open_probes: Annotated[int, Field(ge=1, le=100)] = 1
+
+
+class ResilienceConfig(_Strict):
+    retry: RetryConfig = RetryConfig()
+    breaker: BreakerConfig = BreakerConfig()
 
 
 class ModelConfig(_Strict):
@@ -127,11 +158,16 @@ class GatewayConfig(_Strict):
     models: tuple[ModelConfig, ...] = Field(default_factory=_default_models)
     routing: RoutingConfig = RoutingConfig()
     cache: CacheConfig = CacheConfig()
+    resilience: ResilienceConfig = ResilienceConfig()
 
     @model_validator(mode="after")
     def _cross_references(self) -> GatewayConfig:
         for name, lane in self.lanes.items():
             _must_exist(lane.channel, self.channels, f"lanes.{name}.channel", "a channel name")
+            if lane.backup is not None:
+                _must_exist(lane.backup, self.channels, f"lanes.{name}.backup", "a channel name")
+                if lane.backup == lane.channel:
+                    raise _FieldError(f"lanes.{name}.backup", "a channel other than the lane's own")
         _must_exist(self.routing.default_lane, self.lanes, "routing.default_lane", "a lane name")
         for i, rule in enumerate(self.routing.rules):
             _must_exist(rule.lane, self.lanes, f"routing.rules.{i}.lane", "a lane name")

@@ -7,6 +7,7 @@
     │   ├── PayloadTooLarge         413: body over server.max_body_bytes
     │   └── ModelNotFound           404: a model id the gateway does not serve
     ├── Overloaded                  503 + Retry-After: no capacity now (full lane, upstream 429)
+    │   └── CircuitOpen             503: the channel's breaker is open and there is no backup
     └── UpstreamError               an upstream channel failed (5xx)
         ├── UpstreamUnavailable     502: connection refused/reset, bad status, broken body
         └── UpstreamTimeout         504: no answer before the channel's timeout
@@ -65,9 +66,13 @@ class Overloaded(GatewayError):
     type = "overloaded_error"
     code = "lane_queue_timeout"
 
-    def __init__(self, message: str, *, retry_after_s: float) -> None:
-        super().__init__(message)
+    def __init__(self, message: str, *, retry_after_s: float, code: str | None = None) -> None:
+        super().__init__(message, code=code)
         self.retry_after_s = retry_after_s
+
+
+class CircuitOpen(Overloaded):
+    code = "circuit_open"
 
 
 class UpstreamError(GatewayError):

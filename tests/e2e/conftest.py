@@ -16,9 +16,19 @@ FAULTS: dict[str, dict[str, Any]] = {
     "fault-400": {"model": "m@status=400"},
     "fault-429": {"model": "m@status=429"},
     "fault-midstream": {"model": "m@midstream-reset"},
-    "fault-stall": {"model": "m@stall=5", "timeout_s": 0.5},
+    "fault-stall": {"model": "m@stall=5", "timeout_s": 0.25},
     # One slot and a short queue deadline: a second request while one is in flight gets 503.
     "narrow": {"model": "m@stall=3", "max_concurrency": 1, "queue_timeout_s": 0.6},
+    # Resilience: fails once, then answers (a retry saves it) ...
+    "flaky": {"model": "m@fail-first=1@status=502"},
+    # ... and a primary that always fails, with a healthy backup for when its breaker opens.
+    "failover": {"model": "m@status=502"},
+}
+
+# Short waits so the fault lanes stay fast; a generous retry floor so test order does not matter.
+RESILIENCE: dict[str, Any] = {
+    "retry": {"backoff_s": [0.01, 0.02], "max_retry_after_s": 0.05, "budget_min_per_s": 5},
+    "breaker": {"min_requests": 20, "error_rate": 0.2, "open_s": 30},
 }
 
 
@@ -28,11 +38,13 @@ def e2e_config(light_url: str, heavy_url: str, log_path: Path) -> dict[str, Any]
         "heavy-emu": channel(heavy_url + "/v1", "heavy-model", price_per_1m_input=2.0,
                              price_per_1m_output=6.0),
         "refused": channel(f"http://127.0.0.1:{closed_port()}/v1", "m", connect_timeout_s=1),
+        "failover-backup": channel(light_url + "/v1", "light-model"),
     }  # fmt: skip
     for name, spec in FAULTS.items():
         channels[name] = channel(light_url + "/v1", **spec)
     lanes = {name: {"channel": name} for name in [*FAULTS, "refused"]}
     lanes |= {"light": {"channel": "light-emu"}, "heavy": {"channel": "heavy-emu"}}
+    lanes["failover"] = {"channel": "failover", "backup": "failover-backup"}
     models = [{"id": "auto"}, {"id": "light", "lane": "light"}, {"id": "heavy", "lane": "heavy"}]
     models += [{"id": name, "lane": name} for name in [*FAULTS, "refused"]]
     return {
@@ -48,6 +60,7 @@ def e2e_config(light_url: str, heavy_url: str, log_path: Path) -> dict[str, Any]
              "lane": "light"},
         ]},
         "cache": {"exact": {"enabled": True, "ttl_s": 600, "max_entries": 1000}},
+        "resilience": RESILIENCE,
     }  # fmt: skip
 
 

@@ -25,14 +25,21 @@ _SSE_HEADERS = {
 
 
 def _decision_headers(record: RequestRecord, *, cost_known: bool = True) -> dict[str, str]:
-    return {
+    headers = {
         "x-request-id": record.request_id,
         "x-gateway-route": record.route.header() if record.route else "none",
         "x-gateway-cache": record.cache.value,
         # A stream's cost is known only at its end: it arrives as the SSE comment
         # ": x-gateway-cost-usd=..." before [DONE], and in the request log.
         "x-gateway-cost-usd": f"{record.cost_usd:.8f}" if cost_known else "pending",
+        "x-gateway-retries": str(record.retries),
     }
+    breaker = record.extra.get("breaker")
+    if isinstance(breaker, str):
+        headers["x-gateway-breaker"] = breaker
+    if record.fallback is not None:
+        headers["x-gateway-fallback"] = record.fallback
+    return headers
 
 
 async def _read_body(request: web.Request, limit: int) -> bytes:

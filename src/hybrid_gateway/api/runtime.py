@@ -6,6 +6,7 @@ the app's startup, never at import time.
 
 from __future__ import annotations
 
+import random
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +18,10 @@ from hybrid_gateway.config import GatewayConfig, read_api_key, resolve_path
 from hybrid_gateway.observability.metrics import GatewayMetrics
 from hybrid_gateway.observability.request_log import SqliteRequestLog
 from hybrid_gateway.pipeline.gateway import Pipeline, PipelineParts
+from hybrid_gateway.resilience.breaker import BreakerSettings, CircuitBreaker
 from hybrid_gateway.resilience.clock import Clock
+from hybrid_gateway.resilience.dispatch import Dispatcher, DispatchParts, LaneChannels
+from hybrid_gateway.resilience.retry import RetryBudget, RetryPolicy
 from hybrid_gateway.routing.rules import RuleRouter
 from hybrid_gateway.types import RequestRecord
 from hybrid_gateway.upstreams.openai_http import OpenAIChannel
@@ -94,13 +98,51 @@ def build_runtime(
         if log_cfg.enabled
         else None
     )
+    metrics = GatewayMetrics()
+    dispatcher = build_dispatcher(config, channels, clock, metrics)
     pipeline = Pipeline(
-        PipelineParts(router=router, channels=channels, prices=prices, exact_cache=exact,
+        PipelineParts(router=router, dispatcher=dispatcher, prices=prices, exact_cache=exact,
                       clock=clock)
     )  # fmt: skip
-    metrics = GatewayMetrics()
     return GatewayRuntime(
         config=config, pipeline=pipeline, channels=channels, exact_cache=exact,
         request_log=request_log, metrics=metrics, clock=clock, started_at=time.time(),
         model_ids=frozenset(m.id for m in config.models), ids=RequestIds(),
     )  # fmt: skip
+
+
+def build_dispatcher(
+    config: GatewayConfig,
+    channels: dict[str, OpenAIChannel],
+    clock: Clock,
+    metrics: GatewayMetrics,
+) -> Dispatcher:
+    """Retry policy, budget and one breaker per channel, from ``config.resilience``."""
+    retry, breaker = config.resilience.retry, config.resilience.breaker
+    policy = (
+        RetryPolicy(random.Random(), retry.backoff_s, retry.jitter, retry.max_retry_after_s)
+        if retry.enabled
+        else None
+    )
+    settings = BreakerSettings(
+        window_s=breaker.window_s, min_requests=breaker.min_requests,
+        error_rate=breaker.error_rate, open_s=breaker.open_s,
+        half_open_probes=breaker.half_open_probes,
+    )  # fmt: skip
+    breakers = None
+    if breaker.enabled:
+        breakers = {name: CircuitBreaker(name, clock, settings, [metrics]) for name in channels}
+        for name in channels:
+            metrics.breaker_state.set(0, (name,))
+    lanes = {
+        name: LaneChannels(
+            channels[lane.channel], channels[lane.backup] if lane.backup is not None else None
+        )
+        for name, lane in config.lanes.items()
+    }
+    budget = RetryBudget(clock, ratio=retry.budget_ratio, min_per_s=retry.budget_min_per_s)
+    return Dispatcher(
+        DispatchParts(
+            lanes, clock, budget, policy, breakers, [metrics], max_elapsed_s=retry.max_elapsed_s
+        )
+    )

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from hybrid_gateway.observability import names
 from hybrid_gateway.observability.prom import Counter, Gauge, Histogram, Registry
+from hybrid_gateway.resilience.breaker import BreakerState
 from hybrid_gateway.types import RequestRecord
 
+_BREAKER_LEVEL = {BreakerState.CLOSED: 0, BreakerState.HALF_OPEN: 1, BreakerState.OPEN: 2}
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 3, 5, 8, 12, 20, 30, 60)
 
 
@@ -38,6 +40,23 @@ class GatewayMetrics:
         )
         self.cache_entries = r.add(Gauge(names.CACHE_ENTRIES, "Exact cache entries"))
         self.cache_bytes = r.add(Gauge(names.CACHE_BYTES, "Exact cache size in bytes"))
+        self.breaker_state = r.add(Gauge(
+            names.BREAKER_STATE, "Circuit breaker state: 0 closed, 1 half-open, 2 open", ["channel"]
+        ))  # fmt: skip
+        self.breaker_transitions = r.add(Counter(
+            names.BREAKER_TRANSITIONS, "Circuit breaker state changes", ["channel", "to"]
+        ))  # fmt: skip
+        self.retries = r.add(
+            Counter(names.RETRIES, "Upstream attempts retried, by failure", ["channel", "code"])
+        )
+
+    # -- listener hooks (resilience/breaker.py, resilience/dispatch.py) ----------------------
+    def state_change(self, channel: str, old: BreakerState, new: BreakerState) -> None:
+        self.breaker_state.set(_BREAKER_LEVEL[new], (channel,))
+        self.breaker_transitions.inc((channel, new.value))
+
+    def retry(self, channel: str, code: str) -> None:
+        self.retries.inc((channel, code))
 
     def observe(self, record: RequestRecord) -> None:
         route = record.route

@@ -12,3 +12,6 @@ COST_USD = "hybrid_gateway_cost_usd"  # counter: channel
 CACHE_SAVED_USD = "hybrid_gateway_cache_saved_usd"  # counter: cache (what the hit would have cost)
 CACHE_ENTRIES = "hybrid_gateway_exact_cache_entries"  # gauge
 CACHE_BYTES = "hybrid_gateway_exact_cache_bytes"  # gauge
+BREAKER_STATE = "hybrid_gateway_breaker_state"  # gauge: channel (0 closed, 1 half-open, 2 open)
+BREAKER_TRANSITIONS = "hybrid_gateway_breaker_transitions"  # counter: channel, to
+RETRIES = "hybrid_gateway_retries"  # counter: channel, code (the failure that was retried)

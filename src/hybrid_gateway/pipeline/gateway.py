@@ -3,7 +3,8 @@
     1. key       canonical request key (pipeline/key.py)
     2. cache     exact hit -> answer at once, cost 0
     3. route     rules (the classifier and semantic cache plug in here in their own issues)
-    4. dispatch  the chosen channel, non-streamed or streamed chunk by chunk
+    4. dispatch  the lane's channel (or its backup while the breaker is open), with retries
+                 before the first byte (resilience/dispatch.py); then relayed chunk by chunk
     5. settle    usage -> cost; complete answers -> cache
 
 Each stage writes what it decided onto the ``RequestRecord``; the API layer turns that into
@@ -27,6 +28,7 @@ from hybrid_gateway.pipeline.streaming import (
     usage_from_completion,
 )
 from hybrid_gateway.resilience.clock import Clock
+from hybrid_gateway.resilience.dispatch import Dispatcher
 from hybrid_gateway.routing.rules import message_text
 from hybrid_gateway.types import (
     CacheLookup,
@@ -37,7 +39,6 @@ from hybrid_gateway.types import (
     RouteDecision,
     Usage,
 )
-from hybrid_gateway.upstreams.openai_http import OpenAIChannel
 from hybrid_gateway.upstreams.sse import DONE_EVENT, comment
 
 _CACHEABLE_FINISH = frozenset({"stop", "length"})
@@ -50,7 +51,7 @@ class Router(Protocol):
 @dataclass(frozen=True, slots=True)
 class PipelineParts:
     router: Router
-    channels: Mapping[str, OpenAIChannel]
+    dispatcher: Dispatcher
     prices: Mapping[str, Price]
     exact_cache: ExactCache | None
     clock: Clock
@@ -75,9 +76,8 @@ class Pipeline:
         record.usage = entry.usage
         return CacheLookup(CacheOutcome.EXACT, key, entry, 1.0)
 
-    def _route(self, request: ChatRequest, record: RequestRecord) -> OpenAIChannel:
-        record.route = decision = self._p.router.route(request)
-        return self._p.channels[decision.channel]
+    def _route(self, request: ChatRequest, record: RequestRecord) -> None:
+        record.route = self._p.router.route(request)
 
     def _note_saving(self, request: ChatRequest, record: RequestRecord, usage: Usage) -> None:
         """A cache hit costs nothing; record what the routed channel would have charged."""
@@ -91,9 +91,9 @@ class Pipeline:
         if lookup.entry is not None:
             self._note_saving(request, record, lookup.entry.usage)
             return ChatResult(lookup.entry.body, lookup.entry.usage)
-        channel = self._route(request, record)
+        self._route(request, record)
         started = self._p.clock.now()
-        raw, parsed = await channel.complete(request.body)
+        channel, (raw, parsed) = await self._p.dispatcher.complete(record, request.body)
         record.upstream_ms = (self._p.clock.now() - started) * 1000
         usage = usage_from_completion(parsed) or _estimate_usage(request, parsed)
         self._settle(record, channel.name, usage)
@@ -112,9 +112,9 @@ class Pipeline:
             self._note_saving(request, record, lookup.entry.usage)
             yield _iterate(replay_as_stream(lookup.entry.body, include_usage=request.include_usage))
             return
-        channel = self._route(request, record)
+        self._route(request, record)
         started = self._p.clock.now()
-        async with channel.open_stream(request.body) as payloads:
+        async with self._p.dispatcher.open_stream(record, request.body) as (channel, payloads):
             yield self._relay(request, record, channel.name, payloads, started, lookup.key)
 
     async def _relay(

@@ -199,7 +199,9 @@ class OpenAIChannel:
         if status == 429:
             retry_after = _retry_after(headers.get("retry-after"))
             return Overloaded(
-                f"channel {self.name} is rate limited (429): {detail}", retry_after_s=retry_after
+                f"channel {self.name} is rate limited (429): {detail}",
+                retry_after_s=retry_after,
+                code="upstream_rate_limited",
             )
         code = "upstream_auth_failed" if status in (401, 403) else f"upstream_status_{status}"
         return UpstreamUnavailable(

@@ -1,0 +1,133 @@
+"""A circuit breaker per upstream channel: a small state machine on an injected clock.
+
+    closed --(error rate >= threshold over the window, >= min_requests)--> open
+    open --(open_s passed)--> half_open
+    half_open --(a probe succeeds)--> closed
+    half_open --(a probe fails)--> open
+
+Outcomes are counted in a rolling window of buckets (``window_s`` split into ``_BUCKETS``), so
+memory does not grow with traffic.  In half-open at most ``half_open_probes`` requests are let
+through at a time.  State changes go to listeners (metrics attach there, like pybreaker's
+``CircuitBreakerListener.state_change``); nothing in here knows about metrics.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from hybrid_gateway.resilience.clock import Clock
+
+__all__ = ["BreakerListener", "BreakerSettings", "BreakerState", "CircuitBreaker", "Outcome"]
+
+_BUCKETS = 10
+
+
+class BreakerState(enum.StrEnum):
+    CLOSED = "closed"
+    HALF_OPEN = "half_open"
+    OPEN = "open"
+
+
+class Outcome(enum.Enum):
+    SUCCESS = "success"
+    FAILURE = "failure"
+    # The attempt says nothing about the channel's health (e.g. the gateway's own queue was
+    # full): it frees a half-open probe slot and is not counted.
+    IGNORED = "ignored"
+
+
+@dataclass(frozen=True, slots=True)
+class BreakerSettings:
+    window_s: float = 30.0
+    min_requests: int = 20
+    error_rate: float = 0.2
+    open_s: float = 30.0
+    half_open_probes: int = 1
+
+
+class BreakerListener(Protocol):
+    def state_change(self, channel: str, old: BreakerState, new: BreakerState) -> None: ...
+
+
+class CircuitBreaker:
+    def __init__(
+        self,
+        channel: str,
+        clock: Clock,
+        settings: BreakerSettings = BreakerSettings(),
+        listeners: Sequence[BreakerListener] = (),
+    ) -> None:
+        self.channel = channel
+        self._clock = clock
+        self._s = settings
+        self._listeners = tuple(listeners)
+        self._state = BreakerState.CLOSED
+        self._opened_at = 0.0
+        self._probes = 0  # half-open requests in flight
+        self._bucket_s = settings.window_s / _BUCKETS
+        # [bucket index, successes, failures], oldest first
+        self._buckets: deque[list[int]] = deque()
+
+    @property
+    def state(self) -> BreakerState:
+        if self._state is BreakerState.OPEN and self.retry_after_s() <= 0:
+            self._move(BreakerState.HALF_OPEN)
+        return self._state
+
+    def retry_after_s(self) -> float:
+        """Seconds until an open breaker turns half-open (0 when it is not open)."""
+        if self._state is not BreakerState.OPEN:
+            return 0.0
+        return max(0.0, self._opened_at + self._s.open_s - self._clock.now())
+
+    def allow(self) -> bool:
+        """May a request go to this channel now?  In half-open this takes a probe slot."""
+        state = self.state
+        if state is BreakerState.CLOSED:
+            return True
+        if state is BreakerState.HALF_OPEN and self._probes < self._s.half_open_probes:
+            self._probes += 1
+            return True
+        return False
+
+    def record(self, outcome: Outcome) -> None:
+        """Report the outcome of a request that ``allow`` let through."""
+        if self._state is BreakerState.HALF_OPEN:
+            self._probes = max(0, self._probes - 1)
+            if outcome is Outcome.SUCCESS:
+                self._move(BreakerState.CLOSED)
+            elif outcome is Outcome.FAILURE:
+                self._move(BreakerState.OPEN)
+            return
+        if outcome is Outcome.IGNORED or self._state is BreakerState.OPEN:
+            return
+        self._bucket()[1 if outcome is Outcome.SUCCESS else 2] += 1
+        successes = sum(b[1] for b in self._buckets)
+        failures = sum(b[2] for b in self._buckets)
+        total = successes + failures
+        if total >= self._s.min_requests and failures / total >= self._s.error_rate:
+            self._move(BreakerState.OPEN)
+
+    def _bucket(self) -> list[int]:
+        index = math.floor(self._clock.now() / self._bucket_s)
+        while self._buckets and self._buckets[0][0] <= index - _BUCKETS:
+            self._buckets.popleft()
+        if not self._buckets or self._buckets[-1][0] != index:
+            self._buckets.append([index, 0, 0])
+        return self._buckets[-1]
+
+    def _move(self, new: BreakerState) -> None:
+        old, self._state = self._state, new
+        if new is BreakerState.OPEN:
+            self._opened_at = self._clock.now()
+        if new is not BreakerState.HALF_OPEN:
+            self._probes = 0
+        if new is BreakerState.CLOSED:
+            self._buckets.clear()  # a fresh start: old failures do not re-open it at once
+        for listener in self._listeners:
+            listener.state_change(self.channel, old, new)

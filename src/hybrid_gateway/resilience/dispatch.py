@@ -1,0 +1,171 @@
+"""Dispatch to a lane's channel with retries, a retry budget and per-channel circuit breakers.
+
+For each attempt: the lane's primary channel unless its breaker refuses, then its backup (the
+answer is marked ``fallback="breaker"``), else ``CircuitOpen`` (503, Retry-After = seconds until
+half-open).  A failed attempt is recorded in that channel's breaker; a retryable one is retried
+after the policy's wait if the budget allows, else the last error is raised.  A stream is only
+retried while opening: once its iterator is handed out, nothing here touches it again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, replace
+from typing import Any, Protocol, TypeVar
+
+from hybrid_gateway.errors import CircuitOpen, GatewayError, Overloaded, RequestError, UpstreamError
+from hybrid_gateway.resilience.breaker import CircuitBreaker, Outcome
+from hybrid_gateway.resilience.clock import Clock
+from hybrid_gateway.resilience.retry import RetryBudget, RetryPolicy
+from hybrid_gateway.types import RequestRecord
+
+__all__ = ["Channel", "DispatchParts", "Dispatcher", "LaneChannels", "RetryListener"]
+
+_T = TypeVar("_T")
+
+
+class Channel(Protocol):
+    name: str
+
+    async def complete(self, body: Mapping[str, Any]) -> tuple[bytes, dict[str, Any]]: ...
+
+    def open_stream(
+        self, body: Mapping[str, Any]
+    ) -> AbstractAsyncContextManager[AsyncIterator[bytes]]: ...
+
+
+class RetryListener(Protocol):
+    def retry(self, channel: str, code: str) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class LaneChannels:
+    primary: Channel
+    backup: Channel | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DispatchParts:
+    lanes: Mapping[str, LaneChannels]
+    clock: Clock
+    budget: RetryBudget
+    policy: RetryPolicy | None = None  # None: retries off
+    breakers: Mapping[str, CircuitBreaker] | None = None  # None: breakers off
+    retry_listeners: Sequence[RetryListener] = ()
+    # No retry starts later than this after dispatch began (waits included).
+    max_elapsed_s: float = 10.0
+
+
+def _outcome(exc: GatewayError) -> Outcome:
+    if isinstance(exc, UpstreamError):
+        return Outcome.FAILURE
+    if isinstance(exc, Overloaded):
+        # An upstream 429 counts against the channel; the gateway's own full queue does not.
+        return Outcome.FAILURE if exc.code == "upstream_rate_limited" else Outcome.IGNORED
+    if isinstance(exc, RequestError):
+        return Outcome.SUCCESS  # the upstream is alive and answered: the request was wrong
+    return Outcome.IGNORED
+
+
+class Dispatcher:
+    def __init__(self, parts: DispatchParts) -> None:
+        self._p = parts
+
+    async def complete(
+        self, record: RequestRecord, body: Mapping[str, Any]
+    ) -> tuple[Channel, tuple[bytes, dict[str, Any]]]:
+        return await self._run(record, lambda channel: channel.complete(body))
+
+    @asynccontextmanager
+    async def open_stream(
+        self, record: RequestRecord, body: Mapping[str, Any]
+    ) -> AsyncIterator[tuple[Channel, AsyncIterator[bytes]]]:
+        async def attempt(channel: Channel) -> tuple[AsyncExitStack, AsyncIterator[bytes]]:
+            stack = AsyncExitStack()
+            try:
+                payloads = await stack.enter_async_context(channel.open_stream(body))
+            except BaseException:
+                await stack.aclose()
+                raise
+            return stack, payloads
+
+        channel, (stack, payloads) = await self._run(record, attempt)
+        async with stack:
+            yield channel, payloads
+
+    def breaker(self, channel: str) -> CircuitBreaker | None:
+        return (self._p.breakers or {}).get(channel)
+
+    async def _run(
+        self, record: RequestRecord, attempt: Callable[[Channel], Awaitable[_T]]
+    ) -> tuple[Channel, _T]:
+        self._p.budget.record_request()
+        retries = 0
+        started = self._p.clock.now()
+        while True:
+            channel = self._pick(record)
+            breaker = self.breaker(channel.name)
+            try:
+                result = await attempt(channel)
+            except GatewayError as exc:
+                if breaker is not None:
+                    breaker.record(_outcome(exc))
+                self._note_breaker(record, channel.name)
+                wait = self._retry_wait(retries + 1, exc, started)
+                if wait is None:
+                    raise
+                for listener in self._p.retry_listeners:
+                    listener.retry(channel.name, exc.code)
+                retries = record.retries = retries + 1
+                await self._p.clock.sleep(wait)
+                continue
+            except BaseException:  # cancelled: free a half-open probe slot, count nothing
+                if breaker is not None:
+                    breaker.record(Outcome.IGNORED)
+                raise
+            if breaker is not None:
+                breaker.record(Outcome.SUCCESS)
+            self._note_breaker(record, channel.name)
+            return channel, result
+
+    def _pick(self, record: RequestRecord) -> Channel:
+        route = record.route
+        assert route is not None, "dispatch runs after routing"
+        lane = self._p.lanes[route.lane]
+        if self._allows(lane.primary):
+            record.route, record.fallback = replace(route, channel=lane.primary.name), None
+            return lane.primary
+        if lane.backup is not None and self._allows(lane.backup):
+            record.route, record.fallback = replace(route, channel=lane.backup.name), "breaker"
+            return lane.backup
+        name = lane.primary.name
+        self._note_breaker(record, name)
+        breaker = self.breaker(name)
+        wait = breaker.retry_after_s() if breaker is not None else 1.0
+        raise CircuitOpen(
+            f"channel {name} is failing and its circuit breaker is open; retry later",
+            retry_after_s=wait,
+        )
+
+    def _allows(self, channel: Channel) -> bool:
+        breaker = self.breaker(channel.name)
+        return breaker is None or breaker.allow()
+
+    def _retry_wait(self, retry: int, exc: GatewayError, started: float) -> float | None:
+        policy = self._p.policy
+        if policy is None or not policy.is_retryable(exc):
+            return None
+        wait = policy.delay(retry, exc)
+        if wait is None:
+            return None
+        if self._p.clock.now() - started + wait > self._p.max_elapsed_s:
+            return None  # too late: the client has waited long enough for this answer
+        if not self._p.budget.try_spend():
+            return None
+        return wait
+
+    def _note_breaker(self, record: RequestRecord, channel: str) -> None:
+        breaker = self.breaker(channel)
+        if breaker is not None:
+            record.extra["breaker"] = f"{channel}={breaker.state.value}"
