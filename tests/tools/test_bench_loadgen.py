@@ -13,13 +13,8 @@ import orjson
 import pytest
 from aiohttp import web
 
-from hybrid_gateway.tools.bench.loadgen import (
-    LoadSettings,
-    UsageError,
-    check_loopback,
-    parse_route,
-    run_load,
-)
+from hybrid_gateway.tools.bench.client import parse_route
+from hybrid_gateway.tools.bench.loadgen import LoadSettings, UsageError, check_loopback, run_load
 from hybrid_gateway.tools.bench.results import RequestResult
 from hybrid_gateway.tools.processes import child_env, python_module_argv
 from hybrid_gateway.tools.workload.schema import Labels, WorkloadItem, write_workload

@@ -4,9 +4,9 @@ It runs in its own process (``python -m hybrid_gateway.tools.bench.loadgen ...``
 shares the gateway's event loop, and it only targets loopback hosts (exit 2 otherwise).
 
 - ``--mode closed``: ``--concurrency`` workers; each takes the next item (cycling through the
-  workload in file order from a start offset picked by ``--seed``), sends it, waits for the
-  whole answer, records it and repeats until ``--duration`` is over; requests still in flight
-  then finish and are recorded.
+  workload in file order from ``--start-offset``, or from an offset picked by ``--seed``), sends
+  it, waits for the whole answer (``client.py``), records it and repeats until ``--duration`` is
+  over; requests still in flight then finish and are recorded.
 - ``--mode open``: each item (in arrival order, once) is sent at ``arrival_ms / --time-scale``
   after the start, never earlier, whatever is in flight, up to a safety cap of concurrent
   requests; items due after ``--duration`` are not sent.
@@ -16,7 +16,8 @@ Both stop after ``--max-requests`` when given.  Every request has the client tim
 ``status`` is 0 when no response came (``connection_error``, ``client_timeout``), and a stream
 that breaks after its headers keeps its status with ``error_code`` set (the gateway's error event
 code, ``connection_error``, ``client_timeout`` or ``incomplete_stream`` when it ended without
-``[DONE]``).  stdout gets one JSON line at the end: ``{"requests", "errors", "duration_s"}``.
+``[DONE]``).  stdout gets one JSON line at the end: ``{"requests", "errors", "duration_s",
+"next_offset"}``, where ``next_offset`` is where a following run continues.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import random
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 from urllib.parse import urlsplit
@@ -37,17 +38,12 @@ import aiohttp
 import orjson
 
 from hybrid_gateway.serving import run_with_best_loop
+from hybrid_gateway.tools.bench.client import Client
 from hybrid_gateway.tools.bench.results import RequestResult
-from hybrid_gateway.tools.workload.schema import (
-    WorkloadItem,
-    parse_mark,
-    read_workload,
-    request_body,
-)
+from hybrid_gateway.tools.workload.schema import WorkloadItem, read_workload
 
 MAX_IN_FLIGHT = 2000  # open mode's safety cap on concurrent requests
 _PROGRESS_INTERVAL_S = 0.25
-_COST_COMMENT = b": x-gateway-cost-usd="
 
 
 class UsageError(ValueError):
@@ -70,18 +66,6 @@ class LoadSettings:
     start_offset: int | None = None
 
 
-@dataclass(slots=True)
-class Answer:
-    """What one response told us, filled in as it is read."""
-
-    status: int = 0
-    headers: dict[str, str] = field(default_factory=dict)
-    text: str = ""
-    error_code: str | None = None
-    cost_usd: float | None = None
-    ttft_ms: float | None = None
-
-
 def check_loopback(base_url: str) -> None:
     """Accept only http(s) URLs on localhost or a loopback address."""
     parts = urlsplit(base_url)
@@ -96,140 +80,6 @@ def check_loopback(base_url: str) -> None:
         loopback = False
     if not loopback:
         raise UsageError(f"refusing to load {host!r}: load tests target loopback hosts only")
-
-
-def parse_route(header: str | None) -> tuple[str | None, str | None, str | None]:
-    """``lane=..; channel=..; rule=..`` -> (lane, channel, rule); missing parts are None."""
-    fields: dict[str, str] = {}
-    for part in (header or "").split(";"):
-        key, sep, value = part.strip().partition("=")
-        if sep:
-            fields[key.strip()] = value.strip()
-    return fields.get("lane"), fields.get("channel"), fields.get("rule")
-
-
-def parse_cost(value: str | None) -> float | None:
-    try:
-        return None if value is None else float(value)
-    except ValueError:  # "pending": a stream's cost comes at its end
-        return None
-
-
-def _error_code(raw: bytes) -> str | None:
-    try:
-        body = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return None
-    error = body.get("error") if isinstance(body, dict) else None
-    if not isinstance(error, dict):
-        return None
-    code = error.get("code") or error.get("type")
-    return str(code) if code is not None else None
-
-
-def _message_text(raw: bytes) -> str:
-    try:
-        body = orjson.loads(raw)
-        content = body["choices"][0]["message"]["content"]
-    except (orjson.JSONDecodeError, KeyError, IndexError, TypeError):
-        return ""
-    return content if isinstance(content, str) else ""
-
-
-class Client:
-    """Sends one workload item and turns its response into a ``RequestResult``."""
-
-    def __init__(self, session: aiohttp.ClientSession, settings: LoadSettings) -> None:
-        self._session = session
-        self._settings = settings
-        self._url = settings.base_url.rstrip("/") + "/chat/completions"
-
-    async def send(self, item: WorkloadItem, stage_start: float) -> RequestResult:
-        body = orjson.dumps(request_body(item, self._settings.model))
-        sent = time.perf_counter()
-        answer = Answer()
-        try:
-            async with asyncio.timeout(self._settings.timeout_s):
-                await self._exchange(body, item.stream, sent, answer)
-        except TimeoutError:
-            answer.error_code = "client_timeout"
-        except (aiohttp.ClientError, OSError):
-            answer.error_code = "connection_error"
-        latency_ms = (time.perf_counter() - sent) * 1000.0
-        return _result(item, sent - stage_start, latency_ms, answer)
-
-    async def _exchange(self, body: bytes, stream: bool, sent: float, answer: Answer) -> None:
-        headers = {"Content-Type": "application/json"}
-        async with self._session.post(self._url, data=body, headers=headers) as response:
-            answer.status = response.status
-            answer.headers = {k.lower(): v for k, v in response.headers.items()}
-            answer.cost_usd = parse_cost(answer.headers.get("x-gateway-cost-usd"))
-            if response.status != 200:
-                answer.error_code = _error_code(await response.read())
-            elif stream and response.content_type == "text/event-stream":
-                await _read_stream(response, sent, answer)
-            else:
-                answer.text = _message_text(await response.read())
-
-
-async def _read_stream(response: aiohttp.ClientResponse, sent: float, answer: Answer) -> None:
-    """Concatenate the content deltas; note the first one's time, the cost and any error."""
-    parts: list[str] = []
-    done = False
-    async for line in response.content:
-        line = line.rstrip(b"\r\n")
-        if line.startswith(_COST_COMMENT):
-            answer.cost_usd = parse_cost(line[len(_COST_COMMENT) :].decode().strip())
-        elif not line.startswith(b"data:"):
-            continue
-        elif (payload := line[5:].strip()) == b"[DONE]":
-            done = True
-        elif piece := _delta(payload, answer):
-            if answer.ttft_ms is None:
-                answer.ttft_ms = (time.perf_counter() - sent) * 1000.0
-            parts.append(piece)
-    answer.text = "".join(parts)
-    if not done and answer.error_code is None:
-        answer.error_code = "incomplete_stream"
-
-
-def _delta(payload: bytes, answer: Answer) -> str:
-    try:
-        chunk = orjson.loads(payload)
-    except orjson.JSONDecodeError:
-        return ""
-    if not isinstance(chunk, dict):
-        return ""
-    if isinstance(chunk.get("error"), dict):
-        answer.error_code = _error_code(payload) or "stream_error"
-        return ""
-    try:
-        content = chunk["choices"][0]["delta"].get("content")
-    except (KeyError, IndexError, TypeError, AttributeError):
-        return ""
-    return content if isinstance(content, str) else ""
-
-
-def _result(item: WorkloadItem, start_s: float, latency_ms: float, answer: Answer) -> RequestResult:
-    lane, channel, rule = parse_route(answer.headers.get("x-gateway-route"))
-    mark = parse_mark(answer.text)
-    return RequestResult(
-        item=item.id,
-        start_s=round(start_s, 6),
-        latency_ms=round(latency_ms, 3),
-        ttft_ms=None if answer.ttft_ms is None else round(answer.ttft_ms, 3),
-        status=answer.status,
-        error_code=answer.error_code,
-        stream=item.stream,
-        lane=lane,
-        channel=channel,
-        rule=rule,
-        cache=answer.headers.get("x-gateway-cache"),
-        cost_usd=answer.cost_usd,
-        mark_group=None if mark is None else mark[0],
-        mark_ok=None if mark is None else mark[1],
-        fallback=answer.headers.get("x-gateway-fallback"),
-    )
 
 
 class Recorder:
@@ -359,7 +209,11 @@ async def run_load(
         if progress is not None:
             display = asyncio.create_task(show_progress(stage, recorder, progress))
         try:
-            await runner(stage, Client(session, settings), recorder)
+            await runner(
+                stage,
+                Client(session, settings.base_url, settings.model, settings.timeout_s),
+                recorder,
+            )
         finally:
             if display is not None:
                 display.cancel()
