@@ -26,7 +26,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "bench": ("hybrid_gateway.tools.bench_cli", "benchmarks: `bench overhead`, `bench run`"),
     "workload": ("hybrid_gateway.tools.workload.cli", "build replayable workloads from real data"),
-    "demo": ("hybrid_gateway.tools.demo", "a short mix through the gateway, then a strategy comparison"),
+    "demo": ("hybrid_gateway.tools.demo", "a short mix, then a strategy comparison"),
     "config": ("hybrid_gateway.config_cli", "check a config file (`config check FILE`)"),
     "plan": ("hybrid_gateway.accounting.plan_cli", "capacity planning: `plan vram`"),
 }
