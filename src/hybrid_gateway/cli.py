@@ -28,7 +28,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "workload": ("hybrid_gateway.tools.workload.cli", "build replayable workloads from real data"),
     "demo": ("hybrid_gateway.tools.demo", "a short mix, then a strategy comparison"),
     "config": ("hybrid_gateway.config_cli", "check a config file (`config check FILE`)"),
-    "plan": ("hybrid_gateway.accounting.plan_cli", "capacity planning: `plan vram`"),
+    "plan": (
+        "hybrid_gateway.accounting.plan_cli",
+        "capacity planning: `plan vram`, `plan breakeven`",
+    ),
 }
 
 

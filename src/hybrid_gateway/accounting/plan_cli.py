@@ -2,6 +2,9 @@
 
 plan vram   weights + KV cache + headroom for a model on a GPU, the concurrency that fits,
             and the vLLM / SGLang flags it implies (docs/capacity.md)
+plan breakeven
+            monthly cost of all commercial API vs self-hosted light model + API for the
+            heavy share, per requests/day, and where they cross (docs/capacity.md)
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from hybrid_gateway.accounting import breakeven_cli
 from hybrid_gateway.accounting.vram import (
     GIB,
     KV_DTYPE_BYTES,
@@ -57,10 +61,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--overhead-fraction", type=float, default=0.10, help="activations, x weights (0.10)"
     )
     vram.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    breakeven_cli.configure(sub)
 
 
 def run(args: argparse.Namespace) -> int:
     try:
+        if args.plan_command == "breakeven":
+            return breakeven_cli.run(args)
         plan = _plan_from_args(args)
     except PlanError as exc:
         print(f"hybrid-gateway plan {args.plan_command}: {exc}", file=sys.stderr)
