@@ -9,7 +9,7 @@ from aiohttp import web
 
 from hybrid_gateway.api import routes
 from hybrid_gateway.api.error_mapping import http_error_response
-from hybrid_gateway.api.runtime import GatewayRuntime, build_runtime
+from hybrid_gateway.api.runtime import build_runtime
 from hybrid_gateway.config import GatewayConfig
 from hybrid_gateway.resilience.clock import Clock, MonotonicClock
 
@@ -52,7 +52,3 @@ def create_app(
     app.router.add_get("/healthz", routes.healthz)
     app.router.add_get("/metrics", routes.metrics)
     return app
-
-
-def runtime_of(app: web.Application) -> GatewayRuntime:
-    return app[routes.RUNTIME]
