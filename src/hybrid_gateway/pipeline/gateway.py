@@ -23,6 +23,7 @@ from hybrid_gateway.accounting.tokens import count_prompt_tokens, count_tokens
 from hybrid_gateway.cache.exact import ExactCache
 from hybrid_gateway.pipeline.key import request_key
 from hybrid_gateway.pipeline.streaming import (
+    CACHEABLE_FINISH,
     StreamAssembler,
     replay_as_stream,
     usage_from_completion,
@@ -40,8 +41,6 @@ from hybrid_gateway.types import (
     Usage,
 )
 from hybrid_gateway.upstreams.sse import DONE_EVENT, comment
-
-_CACHEABLE_FINISH = frozenset({"stop", "length"})
 
 
 class Router(Protocol):
@@ -163,7 +162,7 @@ def _complete_answer(body: Mapping[str, object]) -> bool:
     if not isinstance(choices, list) or not choices:
         return False
     for choice in choices:
-        if not isinstance(choice, dict) or choice.get("finish_reason") not in _CACHEABLE_FINISH:
+        if not isinstance(choice, dict) or choice.get("finish_reason") not in CACHEABLE_FINISH:
             return False
         message = choice.get("message")
         if (

@@ -16,7 +16,9 @@ from hybrid_gateway.accounting.tokens import count_tokens
 from hybrid_gateway.types import Usage
 from hybrid_gateway.upstreams.sse import DONE, DONE_EVENT, frame, frame_json
 
-_CACHEABLE_FINISH = frozenset({"stop", "length"})
+# A finished answer (natural stop or max_tokens) is complete and may be cached; anything else
+# (tool calls, content filter, a cut stream) is not.
+CACHEABLE_FINISH = frozenset({"stop", "length"})
 
 
 class StreamAssembler:
@@ -81,7 +83,7 @@ class StreamAssembler:
             self.done
             and not self._tool_calls
             and bool(self._finish)
-            and all(reason in _CACHEABLE_FINISH for reason in self._finish.values())
+            and all(reason in CACHEABLE_FINISH for reason in self._finish.values())
         )
 
     def final_usage(self, prompt_tokens_estimate: int) -> Usage:
