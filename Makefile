@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 BASE   := $(VENV)/.installed-base
 FULL   := $(VENV)/.installed-test
 
-.PHONY: demo test pytest lint bench-overhead system-deps clean
+.PHONY: demo test pytest lint bench-overhead system-deps browser-deps clean
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python >= 3.11 is required"'
@@ -28,12 +28,18 @@ system-deps:
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq wrk >/dev/null; \
 	  else echo "wrk is missing: sudo apt-get install -y wrk" >&2; exit 1; fi; }
 
+# chromium renders the built-in /dashboard in its test (Debian package; headless, no sandbox).
+browser-deps:
+	@command -v chromium >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq chromium >/dev/null; \
+	  else echo "chromium is missing (sudo apt-get install -y chromium): the dashboard test will be skipped" >&2; fi; }
+
 demo: $(BASE)
 	$(BIN)/hybrid-gateway demo --config examples/gateway.yaml
 
 test: lint pytest
 
-pytest: $(FULL) system-deps
+pytest: $(FULL) system-deps browser-deps
 	$(BIN)/python -m pytest
 
 lint: $(FULL)

@@ -24,14 +24,27 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "hybrid_gateway.tools.emulator.cli",
         "run an OpenAI-compatible LLM server emulator",
     ),
-    "bench": ("hybrid_gateway.tools.bench_cli", "benchmarks: `bench overhead`, `bench run`"),
+    "bench": (
+        "hybrid_gateway.tools.bench_cli",
+        "benchmarks: `bench overhead`, `bench run`, `bench degrade`",
+    ),
     "workload": ("hybrid_gateway.tools.workload.cli", "build replayable workloads from real data"),
     "demo": ("hybrid_gateway.tools.demo", "a short mix, then a strategy comparison"),
     "config": ("hybrid_gateway.config_cli", "check a config file (`config check FILE`)"),
+    "cache": (
+        "hybrid_gateway.cache.semantic.cli",
+        "semantic cache: `cache eval` / `cache calibrate` on labelled pairs",
+    ),
+    "router": (
+        "hybrid_gateway.routing.cli",
+        "the complexity classifier: `router train`, `router eval`, `router calibrate`",
+    ),
     "plan": (
         "hybrid_gateway.accounting.plan_cli",
         "capacity planning: `plan vram`, `plan breakeven`",
     ),
+    "keys": ("hybrid_gateway.tenancy.keys_cli", "API keys: `keys create | list | revoke`"),
+    "report": ("hybrid_gateway.accounting.report_cli", "cost per tenant/lane/...: `report cost`"),
 }
 
 

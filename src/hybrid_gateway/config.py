@@ -14,17 +14,27 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, model_validator
 
+from hybrid_gateway.cache.semantic.settings import SemanticCacheConfig
+from hybrid_gateway.configbase import (
+    FieldError as _FieldError,
+)
+from hybrid_gateway.configbase import (
+    NonNegFloat,
+    PositiveFloat,
+    PositiveInt,
+    must_exist,
+)
+from hybrid_gateway.configbase import (
+    Strict as _Strict,
+)
+from hybrid_gateway.embedding.settings import EmbeddingConfig
 from hybrid_gateway.errors import ConfigError
-
-PositiveFloat = Annotated[float, Field(gt=0)]
-PositiveInt = Annotated[int, Field(gt=0)]
-NonNegFloat = Annotated[float, Field(ge=0)]
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+from hybrid_gateway.resilience.settings import DeferredConfig, LaneQueueConfig, SheddingConfig
+from hybrid_gateway.routing.settings import RoutingConfig
+from hybrid_gateway.stores.settings import StoresConfig
+from hybrid_gateway.tenancy.settings import AuthConfig, LimitsConfig, TenantConfig
 
 
 class RequestLogConfig(_Strict):
@@ -39,6 +49,10 @@ class ServerConfig(_Strict):
     host: str = "127.0.0.1"
     port: Annotated[int, Field(ge=0, le=65535)] = 8080
     max_body_bytes: PositiveInt = 1024 * 1024
+    # Every request header, names and values, together (431 above; security review, issue 10).
+    max_header_bytes: PositiveInt = 32 * 1024
+    # Messages in one chat request (400 array_above_max_length above).
+    max_messages: PositiveInt = 2048
     request_log: RequestLogConfig = RequestLogConfig()
 
 
@@ -65,6 +79,14 @@ class LaneConfig(_Strict):
     channel: str
     # Answers while ``channel``'s circuit breaker is open.
     backup: str | None = None
+    # Also retry a failed attempt on ``backup`` at once (no retry budget spent, marked failover).
+    retry_on_backup: bool = False
+    # This lane's own slots and bounded queue on each of its channels (resilience/lanes.py).
+    queue: LaneQueueConfig | None = None
+    # Past this many seconds without an answer (streams: without a first byte) the request is
+    # answered from ``fallback_lane`` while this lane's answer is kept for later delivery.
+    deadline_s: PositiveFloat | None = None
+    fallback_lane: str | None = None
 
 
 class RetryConfig(_Strict):
@@ -94,6 +116,8 @@ class BreakerConfig(_Strict):
 class ResilienceConfig(_Strict):
     retry: RetryConfig = RetryConfig()
     breaker: BreakerConfig = BreakerConfig()
+    deferred: DeferredConfig = DeferredConfig()
+    shedding: SheddingConfig = SheddingConfig()
 
 
 class ModelConfig(_Strict):
@@ -102,34 +126,6 @@ class ModelConfig(_Strict):
     id: Annotated[str, Field(min_length=1)]
     lane: str | None = None
     description: str = ""
-
-
-class RuleCondition(_Strict):
-    """All given conditions must hold (AND); omitted ones are not checked."""
-
-    keywords_any: tuple[str, ...] = ()
-    max_chars: PositiveInt | None = None
-    min_chars: PositiveInt | None = None
-    has_code_block: bool | None = None
-    max_user_turns: PositiveInt | None = None
-    min_user_turns: PositiveInt | None = None
-
-    @model_validator(mode="after")
-    def _not_empty(self) -> RuleCondition:
-        if not any(value not in (None, ()) for value in self.model_dump().values()):
-            raise ValueError("a rule needs at least one condition")
-        return self
-
-
-class RuleConfig(_Strict):
-    name: Annotated[str, Field(min_length=1)]
-    when: RuleCondition
-    lane: str
-
-
-class RoutingConfig(_Strict):
-    default_lane: str = "heavy"
-    rules: tuple[RuleConfig, ...] = ()
 
 
 class ExactCacheConfig(_Strict):
@@ -141,6 +137,7 @@ class ExactCacheConfig(_Strict):
 
 class CacheConfig(_Strict):
     exact: ExactCacheConfig = ExactCacheConfig()
+    semantic: SemanticCacheConfig = SemanticCacheConfig()
 
 
 def _default_models() -> tuple[ModelConfig, ...]:
@@ -158,19 +155,32 @@ class GatewayConfig(_Strict):
     models: tuple[ModelConfig, ...] = Field(default_factory=_default_models)
     routing: RoutingConfig = RoutingConfig()
     cache: CacheConfig = CacheConfig()
+    embedding: EmbeddingConfig = EmbeddingConfig()
     resilience: ResilienceConfig = ResilienceConfig()
+    auth: AuthConfig = AuthConfig()
+    tenants: Mapping[str, TenantConfig] = Field(default_factory=dict)
+    limits: LimitsConfig = LimitsConfig()
+    # Where rate buckets, budgets, breaker state, the exact cache and deferred results live
+    # (this process, or one Redis shared by replicas); see stores/settings.py.
+    stores: StoresConfig = StoresConfig()
 
     @model_validator(mode="after")
     def _cross_references(self) -> GatewayConfig:
         for name, lane in self.lanes.items():
-            _must_exist(lane.channel, self.channels, f"lanes.{name}.channel", "a channel name")
+            must_exist(lane.channel, self.channels, f"lanes.{name}.channel", "a channel name")
             if lane.backup is not None:
-                _must_exist(lane.backup, self.channels, f"lanes.{name}.backup", "a channel name")
+                must_exist(lane.backup, self.channels, f"lanes.{name}.backup", "a channel name")
                 if lane.backup == lane.channel:
                     raise _FieldError(f"lanes.{name}.backup", "a channel other than the lane's own")
-        _must_exist(self.routing.default_lane, self.lanes, "routing.default_lane", "a lane name")
+        _check_degradation(self)
+        must_exist(self.routing.default_lane, self.lanes, "routing.default_lane", "a lane name")
         for i, rule in enumerate(self.routing.rules):
-            _must_exist(rule.lane, self.lanes, f"routing.rules.{i}.lane", "a lane name")
+            if rule.lane is not None:
+                must_exist(rule.lane, self.lanes, f"routing.rules.{i}.lane", "a lane name")
+        if self.routing.learned or self.routing.gates is not None:
+            for key in ("simple_lane", "complex_lane"):
+                lane = getattr(self.routing, key)
+                must_exist(lane, self.lanes, f"routing.{key}", "a lane name")
         seen: set[str] = set()
         for i, model in enumerate(self.models):
             if model.id in seen:
@@ -179,21 +189,48 @@ class GatewayConfig(_Strict):
                 )
             seen.add(model.id)
             if model.lane is not None:
-                _must_exist(model.lane, self.lanes, f"models.{i}.lane", "a lane name")
+                must_exist(model.lane, self.lanes, f"models.{i}.lane", "a lane name")
+        for name, tenant in self.tenants.items():
+            for j, lane_name in enumerate(tenant.lanes or ()):
+                must_exist(lane_name, self.lanes, f"tenants.{name}.lanes.{j}", "a lane name")
+            if tenant.budget is not None and tenant.budget.on_exceed == "downgrade":
+                must_exist(
+                    tenant.budget.downgrade_lane, self.lanes,
+                    f"tenants.{name}.budget.downgrade_lane", "a lane name",
+                )  # fmt: skip
         return self
 
 
-class _FieldError(ValueError):
-    def __init__(self, field: str, expected: str) -> None:
-        super().__init__(expected)
-        self.field = field
-        self.expected = expected
-
-
-def _must_exist(name: str, names: Mapping[str, Any], field: str, what: str) -> None:
-    if name not in names:
-        known = ", ".join(sorted(names)) or "none defined"
-        raise _FieldError(field, f"{what} (one of: {known}), got {name!r}")
+def _check_degradation(config: GatewayConfig) -> None:
+    """Deadline fallbacks point at other lanes; lane queues fit inside their channels."""
+    shares: dict[str, int] = {}
+    for name, lane in config.lanes.items():
+        if lane.retry_on_backup and lane.backup is None:
+            raise _FieldError(f"lanes.{name}.retry_on_backup", "a backup channel on the lane")
+        if (lane.deadline_s is None) != (lane.fallback_lane is None):
+            raise _FieldError(
+                f"lanes.{name}.fallback_lane", "deadline_s and fallback_lane given together"
+            )
+        if lane.fallback_lane is not None:
+            field = f"lanes.{name}.fallback_lane"
+            must_exist(lane.fallback_lane, config.lanes, field, "a lane name")
+            if lane.fallback_lane == name:
+                raise _FieldError(field, "a lane other than the lane itself")
+        if lane.queue is not None:
+            for channel in (lane.channel, lane.backup):
+                if channel is not None:
+                    shares[channel] = shares.get(channel, 0) + lane.queue.max_concurrency
+    for channel, share in shares.items():
+        limit = config.channels[channel].max_concurrency if channel in config.channels else share
+        if share > limit:
+            raise _FieldError(
+                f"channels.{channel}.max_concurrency",
+                f"at least the lanes' queue.max_concurrency on it ({share}), got {limit}",
+            )
+    simpler = config.resilience.shedding.simpler_model
+    if simpler is not None:
+        models = {m.id: m for m in config.models}
+        must_exist(simpler, models, "resilience.shedding.simpler_model", "a model id")
 
 
 def parse_config(data: Any, source: str = "<config>") -> GatewayConfig:
@@ -229,12 +266,16 @@ def load_config(path: str | os.PathLike[str]) -> GatewayConfig:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(source, "<file>", f"a readable file ({exc.strerror})") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(source, f"byte {exc.start}", "UTF-8 text") from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "<file>"
         raise ConfigError(source, where, f"valid YAML ({getattr(exc, 'problem', exc)})") from None
+    except RecursionError:  # PyYAML's composer recurses once per nesting level
+        raise ConfigError(source, "<file>", "YAML nested less deeply") from None
     return parse_config(data, source)
 
 
@@ -244,6 +285,14 @@ def resolve_path(config_file: str | os.PathLike[str] | None, path: str) -> Path:
     if candidate.is_absolute() or config_file is None:
         return candidate
     return Path(config_file).resolve().parent / candidate
+
+
+def read_env(name: str, field: str, source: str = "<config>") -> str:
+    """A secret the config names by environment variable (e.g. ``embedding.api_key_env``)."""
+    value = os.environ.get(name, "")
+    if not value:
+        raise ConfigError(source, field, f"environment variable {name} to be set")
+    return value
 
 
 def read_api_key(channel_name: str, channel: ChannelConfig, source: str = "<config>") -> str | None:

@@ -34,6 +34,6 @@ def run(args: argparse.Namespace) -> int:
         f"{m.id}" + (f"->{m.lane}" if m.lane else " (routed)") for m in config.models
     )
     print(f"  models: {models}")
-    rules = ", ".join(f"{r.name}->{r.lane}" for r in config.routing.rules) or "none"
+    rules = ", ".join(f"{r.name}->{r.lane or r.action}" for r in config.routing.rules) or "none"
     print(f"  rules: {rules}; default lane {config.routing.default_lane}")
     return 0

@@ -5,9 +5,15 @@
     ├── RequestError                the client's request is wrong (4xx)
     │   ├── InvalidRequest          400: bad JSON, wrong types, missing fields, unknown params
     │   ├── PayloadTooLarge         413: body over server.max_body_bytes
-    │   └── ModelNotFound           404: a model id the gateway does not serve
+    │   ├── HeadersTooLarge         431: request headers over server.max_header_bytes
+    │   ├── ModelNotFound           404: a model id the gateway does not serve
+    │   ├── RequestNotFound         404: a request id this caller's tenant never made
+    │   ├── AuthenticationFailed    401: no API key, an unknown or a revoked one (never echoed)
+    │   ├── PermissionDenied        403: a lane the tenant may not use; admin API not enabled
+    │   └── InsufficientQuota       402: the tenant's budget is spent and its policy is refuse
     ├── Overloaded                  503 + Retry-After: no capacity now (full lane, upstream 429)
-    │   └── CircuitOpen             503: the channel's breaker is open and there is no backup
+    │   ├── CircuitOpen             503: the channel's breaker is open and there is no backup
+    │   └── RateLimited             429: over the tenant's or the global rate quota
     └── UpstreamError               an upstream channel failed (5xx)
         ├── UpstreamUnavailable     502: connection refused/reset, bad status, broken body
         └── UpstreamTimeout         504: no answer before the channel's timeout
@@ -56,9 +62,39 @@ class PayloadTooLarge(RequestError):
     code = "request_too_large"
 
 
+class HeadersTooLarge(RequestError):
+    status = 431
+    code = "request_header_fields_too_large"
+
+
 class ModelNotFound(RequestError):
     status = 404
     code = "model_not_found"
+
+
+class RequestNotFound(RequestError):
+    """Also for another tenant's request: whether an id exists is not told across tenants."""
+
+    status = 404
+    code = "request_not_found"
+
+
+class AuthenticationFailed(RequestError):
+    status = 401
+    code = "invalid_api_key"
+
+
+class PermissionDenied(RequestError):
+    status = 403
+    code = "model_not_allowed"
+
+
+class InsufficientQuota(RequestError):
+    # 402, not OpenAI's 429: SDKs retry a 429 on their own, and a spent budget does not come
+    # back in a few seconds.
+    status = 402
+    type = "insufficient_quota"
+    code = "insufficient_quota"
 
 
 class Overloaded(GatewayError):
@@ -73,6 +109,14 @@ class Overloaded(GatewayError):
 
 class CircuitOpen(Overloaded):
     code = "circuit_open"
+
+
+class RateLimited(Overloaded):
+    """Over a rate quota; ``retry_after_s`` is when the bucket next holds enough."""
+
+    status = 429
+    type = "rate_limit_error"
+    code = "rate_limit_exceeded"
 
 
 class UpstreamError(GatewayError):

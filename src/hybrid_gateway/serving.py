@@ -33,11 +33,15 @@ async def serve_until_signalled(
     port: int,
     name: str,
     on_started: Callable[[], None] | None = None,
+    reuse_port: bool = False,
 ) -> None:
-    """Set up ``runner``, bind, announce, wait for SIGINT/SIGTERM, then clean up."""
+    """Set up ``runner``, bind, announce, wait for SIGINT/SIGTERM, then clean up.
+
+    ``reuse_port``: bind with SO_REUSEPORT, to share the port with sibling workers.
+    """
     await runner.setup()
     try:
-        site = web.TCPSite(runner, host, port, backlog=1024)
+        site = web.TCPSite(runner, host, port, backlog=1024, reuse_port=reuse_port or None)
         await site.start()
         bound_host, bound_port = _bound(runner, host, port)
         if on_started is not None:

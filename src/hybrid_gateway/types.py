@@ -47,15 +47,21 @@ class RouteDecision:
     channel: str
     rule: str
     score: float | None = None
+    # The classifier's threshold the score was compared with (None for other decisions).
+    threshold: float | None = None
 
     def header(self) -> str:
         text = f"lane={self.lane}; channel={self.channel}; rule={self.rule}"
-        return text if self.score is None else f"{text}; score={self.score:.3f}"
+        if self.score is not None:
+            text = f"{text}; score={self.score:.3f}"
+        return text if self.threshold is None else f"{text}; threshold={self.threshold:.3f}"
 
 
 class CacheOutcome(enum.StrEnum):
     MISS = "miss"
     EXACT = "exact"
+    # A stored answer to a question judged the same (similarity + guards, cache/semantic/).
+    SEMANTIC = "semantic"
     # The request was not eligible for the cache (e.g. the client opted out).
     BYPASS = "bypass"
 
@@ -85,6 +91,12 @@ class ChatResult:
     usage: Usage
 
 
+# ``RequestRecord.extra`` key: a fallback decided at routing (``budget``, tenancy/tiers.py).  The
+# dispatcher owns ``fallback`` and resets it per attempt; headers and the log show this one when
+# the dispatcher's is None.
+TIER_FALLBACK = "tier_fallback"
+
+
 @dataclass(slots=True)
 class RequestRecord:
     """Everything decided about one request; filled in along the path, logged at the end."""
@@ -94,6 +106,8 @@ class RequestRecord:
     model: str = ""
     stream: bool = False
     tenant: str = "default"
+    # The business app the API key was issued for (a tenant may have several).
+    app: str = "default"
     cache_key: str = ""
     cache: CacheOutcome = CacheOutcome.MISS
     similarity: float | None = None

@@ -21,6 +21,7 @@ from hybrid_gateway.accounting.breakeven import (
     sample_points,
     shares_from_bench,
 )
+from hybrid_gateway.accounting.report_log import describe_log, fill_from_log, log_dict
 from hybrid_gateway.accounting.vram import PlanError
 
 __all__ = ["Inputs", "configure", "inputs_from_args", "render", "to_dict", "write_png"]
@@ -37,11 +38,16 @@ def configure(sub: Any) -> None:
     )
     p.add_argument("--api-price-in", type=float, required=True, help="USD per 1M input tokens")
     p.add_argument("--api-price-out", type=float, required=True, help="USD per 1M output tokens")
-    p.add_argument("--tokens-in", type=float, required=True, help="input tokens per request")
-    p.add_argument("--tokens-out", type=float, required=True, help="output tokens per request")
+    p.add_argument("--tokens-in", type=float, help="input tokens per request (or --from-log)")
+    p.add_argument("--tokens-out", type=float, help="output tokens per request (or --from-log)")
     p.add_argument("--heavy-share", type=float, help="share of requests sent to the API (0..1)")
     p.add_argument("--cache-hit-rate", type=float, help="share answered from cache (0)")
     p.add_argument("--from-bench", type=Path, help="bench run JSON: measured shares")
+    p.add_argument(
+        "--from-log", type=Path, help="request log (SQLite): measured shares and tokens/request"
+    )
+    p.add_argument("--since", default="30d", help="--from-log window: 7d, 24h, a date (30d)")
+    p.add_argument("--heavy-lanes", default="heavy", help="--from-log: the API lanes (heavy)")
     gpu = p.add_mutually_exclusive_group(required=True)
     gpu.add_argument("--gpu-hourly-usd", type=float, help="GPU rent per hour")
     gpu.add_argument("--gpu-purchase-usd", type=float, help="GPU purchase price (amortised)")
@@ -66,6 +72,8 @@ def inputs_from_args(args: argparse.Namespace) -> Inputs:
         cache = bench.cache_hit_rate if cache is None else cache
     if heavy is None:
         raise PlanError("give --heavy-share or --from-bench")
+    if args.tokens_in is None or args.tokens_out is None:
+        raise PlanError("give --tokens-in and --tokens-out, or --from-log")
     traffic = Traffic(
         args.tokens_in, args.tokens_out, heavy, 0.0 if cache is None else cache, args.peak_factor
     )
@@ -83,13 +91,18 @@ def inputs_from_args(args: argparse.Namespace) -> Inputs:
 
 
 def run(args: argparse.Namespace) -> int:
+    log = fill_from_log(args) if getattr(args, "from_log", None) is not None else None
     prices, traffic, host, bench = inputs_from_args(args)
     result = breakeven(prices, traffic, host, args.max_requests_day)
     if args.png is not None:
         write_png(args.png, prices, traffic, host, result)
     if args.json:
-        print(json.dumps(to_dict(prices, traffic, host, result, bench), indent=2))
+        out = to_dict(prices, traffic, host, result, bench)
+        out["from_log"] = None if log is None else log_dict(log)
+        print(json.dumps(out, indent=2))
     else:
+        if log is not None:
+            print(describe_log(log))
         print(render(prices, traffic, host, result, bench))
     return 0
 

@@ -7,8 +7,12 @@ from pathlib import Path
 
 from aiohttp import web
 
-from hybrid_gateway.api import routes
+from hybrid_gateway.api import dashboard, feedback, results, routes
+from hybrid_gateway.api.admin import add_admin_routes
+from hybrid_gateway.api.admin_cache import add_admin_cache_routes
 from hybrid_gateway.api.error_mapping import http_error_response
+from hybrid_gateway.api.limits import header_limit, parser_limits
+from hybrid_gateway.api.openapi import openapi_json
 from hybrid_gateway.api.runtime import build_runtime
 from hybrid_gateway.config import GatewayConfig
 from hybrid_gateway.resilience.clock import Clock, MonotonicClock
@@ -27,6 +31,10 @@ async def _http_errors_as_json(request: web.Request, handler: Handler) -> web.St
         return http_error_response(exc, request.app[routes.RUNTIME].ids.new())
 
 
+def _new_request_id(request: web.Request) -> str:
+    return request.app[routes.RUNTIME].ids.new()
+
+
 def create_app(
     config: GatewayConfig,
     *,
@@ -34,14 +42,20 @@ def create_app(
     clock: Clock | None = None,
 ) -> web.Application:
     # The body limit is enforced by the chat handler (to answer in OpenAI's error shape);
-    # aiohttp's own limit sits just above it as a backstop.
+    # aiohttp's own limit sits just above it as a backstop.  Same for the header limit
+    # (api/limits.py).
+    headers = header_limit(config.server.max_header_bytes, _new_request_id)
     app = web.Application(
-        client_max_size=config.server.max_body_bytes + 1, middlewares=[_http_errors_as_json]
+        client_max_size=config.server.max_body_bytes + 1,
+        middlewares=[_http_errors_as_json, headers],
+        handler_args=parser_limits(config.server.max_header_bytes),
     )
 
     async def lifespan(app: web.Application) -> AsyncIterator[None]:
         runtime = build_runtime(config, config_path=config_path, clock=clock or MonotonicClock())
         app[routes.RUNTIME] = runtime
+        if runtime.shared is not None:
+            runtime.shared.start()  # breaker + budget sync with the shared store
         yield
         await runtime.aclose()
 
@@ -51,4 +65,10 @@ def create_app(
     app.router.add_get("/v1/models/{model_id}", routes.get_model)
     app.router.add_get("/healthz", routes.healthz)
     app.router.add_get("/metrics", routes.metrics)
+    app.router.add_get("/openapi.json", openapi_json)
+    feedback.mount(app)
+    dashboard.mount(app)
+    add_admin_routes(app)
+    add_admin_cache_routes(app)  # /admin/cache/semantic/...
+    results.mount(app)  # GET /v1/gateway/results/{request_id}
     return app

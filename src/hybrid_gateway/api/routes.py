@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import math
 import time
 
 import orjson
@@ -9,10 +11,11 @@ from aiohttp import web
 
 from hybrid_gateway import __version__
 from hybrid_gateway.api.error_mapping import error_response, gateway_error_payload
+from hybrid_gateway.api.limits import check_message_count
 from hybrid_gateway.api.runtime import GatewayRuntime
 from hybrid_gateway.api.schema import parse_body, parse_chat_request
 from hybrid_gateway.errors import GatewayError, ModelNotFound, PayloadTooLarge
-from hybrid_gateway.types import CacheOutcome, ChatRequest, RequestRecord
+from hybrid_gateway.types import TIER_FALLBACK, CacheOutcome, ChatRequest, RequestRecord
 from hybrid_gateway.upstreams.sse import frame_json
 
 RUNTIME = web.AppKey("runtime", GatewayRuntime)
@@ -37,8 +40,20 @@ def _decision_headers(record: RequestRecord, *, cost_known: bool = True) -> dict
     breaker = record.extra.get("breaker")
     if isinstance(breaker, str):
         headers["x-gateway-breaker"] = breaker
-    if record.fallback is not None:
-        headers["x-gateway-fallback"] = record.fallback
+    fallback = record.fallback or record.extra.get(TIER_FALLBACK)  # dispatch's, else the tier's
+    if isinstance(fallback, str):
+        headers["x-gateway-fallback"] = fallback
+    if record.cache is CacheOutcome.SEMANTIC and record.similarity is not None:
+        # which stored question answered, how close it was, and the checks it passed
+        headers["x-gateway-cache-similarity"] = f"{record.similarity:.4f}"
+        headers["x-gateway-cache-entry"] = str(record.extra.get("cache_entry", ""))
+        headers["x-gateway-cache-checks"] = str(record.extra.get("cache_checks", ""))
+    result_url = record.extra.get("result_url")  # a deadline fallback: the late answer's URL
+    if isinstance(result_url, str):
+        headers["x-gateway-result-url"] = result_url
+    retry_after = record.extra.get("retry_after_s")  # a shed answer sent as 503
+    if isinstance(retry_after, float):
+        headers["Retry-After"] = str(max(1, math.ceil(retry_after)))
     return headers
 
 
@@ -63,8 +78,10 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     started = clock.now()
     record = RequestRecord(request_id=runtime.ids.new(), started_at=time.time())
     try:
+        runtime.tenancy.identify(request.headers.get("Authorization"), record)
         raw = await _read_body(request, runtime.config.server.max_body_bytes)
         chat = parse_chat_request(parse_body(raw))
+        check_message_count(chat, runtime.config.server.max_messages)
         record.model, record.stream = chat.model, chat.stream
         if chat.model not in runtime.model_ids:
             raise ModelNotFound(
@@ -72,12 +89,18 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
                 f"GET /v1/models lists the ones it serves.",
                 param="model",
             )
+        # lane permission (403), rate quotas (429)
+        if runtime.tenancy.admits_async:
+            await runtime.tenancy.admit_async(chat, record)  # stores.backend redis
+        else:
+            runtime.tenancy.admit(chat, record)
         if chat.stream:
             return await _stream(request, runtime, chat, record, started)
         result = await runtime.pipeline.complete(chat, record)
         response = web.Response(
-            body=result.body, content_type="application/json", headers=_decision_headers(record)
-        )
+            body=result.body, status=record.status, content_type="application/json",
+            headers=_decision_headers(record),
+        )  # fmt: skip
     except GatewayError as exc:
         record.status, record.error_code = exc.status, exc.code
         response = error_response(exc, record.request_id, _decision_headers(record))
@@ -98,9 +121,10 @@ async def _stream(
 ) -> web.StreamResponse:
     response: web.StreamResponse | None = None
     async with runtime.pipeline.stream(chat, record) as events:
-        cost_known = record.cache is CacheOutcome.EXACT
+        cost_known = record.cache in (CacheOutcome.EXACT, CacheOutcome.SEMANTIC)
         response = web.StreamResponse(
-            headers={**_SSE_HEADERS, **_decision_headers(record, cost_known=cost_known)}
+            status=record.status,  # 200, or 503 for a shed answer when so configured
+            headers={**_SSE_HEADERS, **_decision_headers(record, cost_known=cost_known)},
         )
         await response.prepare(request)
         try:
@@ -122,6 +146,10 @@ async def _stream(
 
 async def list_models(request: web.Request) -> web.Response:
     runtime = request.app[RUNTIME]
+    try:
+        runtime.tenancy.authenticate(request.headers.get("Authorization"))
+    except GatewayError as exc:
+        return error_response(exc, runtime.ids.new())
     data = [_model_object(m.id, runtime) for m in runtime.config.models]
     return web.json_response({"object": "list", "data": data}, dumps=_dumps)
 
@@ -129,6 +157,10 @@ async def list_models(request: web.Request) -> web.Response:
 async def get_model(request: web.Request) -> web.Response:
     runtime = request.app[RUNTIME]
     model_id = request.match_info["model_id"]
+    try:
+        runtime.tenancy.authenticate(request.headers.get("Authorization"))
+    except GatewayError as exc:
+        return error_response(exc, runtime.ids.new())
     if model_id not in runtime.model_ids:
         rid = runtime.ids.new()
         return error_response(
@@ -148,11 +180,14 @@ def _model_object(model_id: str, runtime: GatewayRuntime) -> dict[str, object]:
 
 async def healthz(request: web.Request) -> web.Response:
     runtime = request.app[RUNTIME]
+    store = {"backend": "memory", "up": True} if runtime.shared is None else runtime.shared.status()
     body = {
-        "status": "ok",
+        # degraded: serving, but the shared store is down (outage policies apply; stores/)
+        "status": "ok" if store["up"] else "degraded",
         "version": __version__,
         "uptime_s": round(time.time() - runtime.started_at, 3),
         "channels": sorted(runtime.channels),
+        "store": store,
     }
     return web.json_response(body, dumps=_dumps)
 
@@ -162,6 +197,9 @@ async def metrics(request: web.Request) -> web.Response:
     if runtime.exact_cache is not None:
         runtime.metrics.cache_entries.set(runtime.exact_cache.entries)
         runtime.metrics.cache_bytes.set(runtime.exact_cache.size_bytes)
+    idle = {name: channel.idle_connections for name, channel in runtime.channels.items()}
+    runtime.metrics.observe_loop(len(asyncio.all_tasks()), idle)
+    runtime.degradation.export(runtime.metrics)
     return web.Response(
         body=runtime.metrics.render(), headers={"Content-Type": "text/plain; version=0.0.4"}
     )

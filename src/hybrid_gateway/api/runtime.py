@@ -13,16 +13,23 @@ from pathlib import Path
 
 from hybrid_gateway.accounting.prices import Price
 from hybrid_gateway.api.ids import RequestIds
-from hybrid_gateway.cache.exact import MemoryExactCache
+from hybrid_gateway.cache.exact import ExactCache, MemoryExactCache
+from hybrid_gateway.cache.semantic.build import build_semantic_stage
+from hybrid_gateway.cache.semantic.stage import SemanticStage
 from hybrid_gateway.config import GatewayConfig, read_api_key, resolve_path
+from hybrid_gateway.embedding.factory import SharedEmbedder, build_embedder
 from hybrid_gateway.observability.metrics import GatewayMetrics
 from hybrid_gateway.observability.request_log import SqliteRequestLog
 from hybrid_gateway.pipeline.gateway import Pipeline, PipelineParts
-from hybrid_gateway.resilience.breaker import BreakerSettings, CircuitBreaker
+from hybrid_gateway.resilience.breaker import BreakerListener, BreakerSettings, CircuitBreaker
 from hybrid_gateway.resilience.clock import Clock
+from hybrid_gateway.resilience.degradation import Degradation
 from hybrid_gateway.resilience.dispatch import Dispatcher, DispatchParts, LaneChannels
+from hybrid_gateway.resilience.lanes import LaneGates
 from hybrid_gateway.resilience.retry import RetryBudget, RetryPolicy
-from hybrid_gateway.routing.rules import RuleRouter
+from hybrid_gateway.routing.build import build_router
+from hybrid_gateway.stores.shared import SharedState, build_shared_state
+from hybrid_gateway.tenancy.admission import Tenancy, build_tenancy
 from hybrid_gateway.types import RequestRecord
 from hybrid_gateway.upstreams.openai_http import OpenAIChannel
 
@@ -39,20 +46,38 @@ class GatewayRuntime:
     started_at: float
     model_ids: frozenset[str]
     ids: RequestIds
+    tenancy: Tenancy
+    # Lane gates, deadline fallback + results store + webhook, load shedding.
+    degradation: Degradation
+    # The semantic cache and the embedder it shares with the router (None when not configured).
+    semantic: SemanticStage | None = None
+    embedder: SharedEmbedder | None = None
+    # stores.backend redis: the store and what lives in it (None: everything in this process).
+    shared: SharedState | None = None
 
     def record_done(self, record: RequestRecord) -> None:
         """Log and count a finished request (before its response is acknowledged)."""
+        self.tenancy.settle(record)
         if self.request_log is not None:
             self.request_log.write(record)
         self.metrics.observe(record)
+        self.degradation.observe(record)
 
     async def aclose(self) -> None:
+        await self.degradation.aclose()  # background requests first: they log as they stop
         for channel in self.channels.values():
             await channel.aclose()
         if self.exact_cache is not None:
             await self.exact_cache.aclose()
+        if self.semantic is not None:
+            await self.semantic.aclose()
+        if self.embedder is not None:
+            await self.embedder.aclose()
+        if self.shared is not None:
+            await self.shared.aclose()  # last budget debits out before the log closes
         if self.request_log is not None:
             self.request_log.close()
+        self.tenancy.aclose()
 
 
 def build_runtime(
@@ -72,11 +97,21 @@ def build_runtime(
         name: Price(ch.price_per_1m_input, ch.price_per_1m_output)
         for name, ch in config.channels.items()
     }
-    router = RuleRouter(
-        rules=config.routing.rules,
-        default_lane=config.routing.default_lane,
-        lane_channels={name: lane.channel for name, lane in config.lanes.items()},
-        model_lanes={m.id: m.lane for m in config.models},
+    # One embedder for the semantic cache and the learned router stages, built when either
+    # needs it (the bundled model loads in well under a second).
+    embedder = (
+        build_embedder(config.embedding, config_path)
+        if config.cache.semantic.enabled or config.routing.learned
+        else None
+    )
+    router = build_router(config, config_path=config_path, embedder=embedder)
+    semantic = (
+        build_semantic_stage(config, config_path=config_path, clock=clock, embedder=embedder)
+        if embedder is not None and config.cache.semantic.enabled
+        else None
+    )
+    shared = build_shared_state(
+        config.stores, clock=clock, breaker=breaker_settings(config), source=source
     )
     exact_cfg = config.cache.exact
     exact = (
@@ -86,9 +121,12 @@ def build_runtime(
             max_bytes=exact_cfg.max_bytes,
             clock=clock,
         )
-        if exact_cfg.enabled
+        if exact_cfg.enabled and shared is None
         else None
     )
+    pipeline_cache: ExactCache | None = exact
+    if exact_cfg.enabled and shared is not None:
+        pipeline_cache = shared.exact_cache(ttl_s=exact_cfg.ttl_s)
     log_cfg = config.server.request_log
     request_log = (
         SqliteRequestLog(
@@ -99,15 +137,34 @@ def build_runtime(
         else None
     )
     metrics = GatewayMetrics()
-    dispatcher = build_dispatcher(config, channels, clock, metrics)
+    if shared is not None:
+        shared.health.listen(metrics)
+    tenancy = build_tenancy(
+        config, keys_path=resolve_path(config_path, config.auth.keys_path), clock=clock,
+        log_query=request_log.query if request_log is not None else None, shared=shared,
+    )  # fmt: skip
+
+    def log_late(record: RequestRecord) -> None:  # a late answer: its own row, its cost billed
+        tenancy.settle(record)
+        if request_log is not None:
+            request_log.write(record)
+
+    degradation = Degradation.build(config, clock, log=log_late, listeners=[metrics])
+    if shared is not None:
+        degradation.results.share(shared.results_mirror())
+    dispatcher = build_dispatcher(config, channels, clock, metrics, degradation.gates, shared)
     pipeline = Pipeline(
-        PipelineParts(router=router, dispatcher=dispatcher, prices=prices, exact_cache=exact,
-                      clock=clock)
+        PipelineParts(router=router, dispatcher=dispatcher, prices=prices,
+                      exact_cache=pipeline_cache, clock=clock,
+                      tiers=tenancy.tiers if tenancy.tiers.active else None,
+                      deferred=degradation.deferred, shedder=degradation.shedder,
+                      semantic=semantic, embedder=embedder)
     )  # fmt: skip
     return GatewayRuntime(
         config=config, pipeline=pipeline, channels=channels, exact_cache=exact,
         request_log=request_log, metrics=metrics, clock=clock, started_at=time.time(),
-        model_ids=frozenset(m.id for m in config.models), ids=RequestIds(),
+        model_ids=frozenset(m.id for m in config.models), ids=RequestIds(), tenancy=tenancy,
+        degradation=degradation, semantic=semantic, embedder=embedder, shared=shared,
     )  # fmt: skip
 
 
@@ -116,33 +173,51 @@ def build_dispatcher(
     channels: dict[str, OpenAIChannel],
     clock: Clock,
     metrics: GatewayMetrics,
+    gates: LaneGates | None = None,
+    shared: SharedState | None = None,
 ) -> Dispatcher:
-    """Retry policy, budget and one breaker per channel, from ``config.resilience``."""
+    """Retry policy, budget and one breaker per channel, from ``config.resilience``.
+
+    With ``shared`` the breakers also exchange their state through the shared store.
+    """
     retry, breaker = config.resilience.retry, config.resilience.breaker
     policy = (
         RetryPolicy(random.Random(), retry.backoff_s, retry.jitter, retry.max_retry_after_s)
         if retry.enabled
         else None
     )
-    settings = BreakerSettings(
-        window_s=breaker.window_s, min_requests=breaker.min_requests,
-        error_rate=breaker.error_rate, open_s=breaker.open_s,
-        half_open_probes=breaker.half_open_probes,
-    )  # fmt: skip
+    settings = breaker_settings(config)
     breakers = None
     if breaker.enabled:
-        breakers = {name: CircuitBreaker(name, clock, settings, [metrics]) for name in channels}
+        listeners: list[BreakerListener] = [metrics]
+        if shared is not None:
+            listeners.append(shared.breakers)
+        breakers = {name: CircuitBreaker(name, clock, settings, listeners) for name in channels}
+        if shared is not None:
+            shared.breakers.bind(breakers)
         for name in channels:
             metrics.breaker_state.set(0, (name,))
     lanes = {
         name: LaneChannels(
-            channels[lane.channel], channels[lane.backup] if lane.backup is not None else None
+            channels[lane.channel],
+            channels[lane.backup] if lane.backup is not None else None,
+            retry_on_backup=lane.retry_on_backup,
         )
         for name, lane in config.lanes.items()
     }
     budget = RetryBudget(clock, ratio=retry.budget_ratio, min_per_s=retry.budget_min_per_s)
     return Dispatcher(
         DispatchParts(
-            lanes, clock, budget, policy, breakers, [metrics], max_elapsed_s=retry.max_elapsed_s
+            lanes, clock, budget, policy, breakers, [metrics],
+            max_elapsed_s=retry.max_elapsed_s, gates=gates,
         )
-    )
+    )  # fmt: skip
+
+
+def breaker_settings(config: GatewayConfig) -> BreakerSettings:
+    breaker = config.resilience.breaker
+    return BreakerSettings(
+        window_s=breaker.window_s, min_requests=breaker.min_requests,
+        error_rate=breaker.error_rate, open_s=breaker.open_s,
+        half_open_probes=breaker.half_open_probes,
+    )  # fmt: skip

@@ -9,7 +9,7 @@ silently drop is a bug report waiting to happen.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Container, Mapping
 from typing import Any, NoReturn
 
 import orjson
@@ -74,14 +74,19 @@ def parse_body(raw: bytes) -> dict[str, Any]:
     return body
 
 
-def parse_chat_request(body: dict[str, Any]) -> ChatRequest:
-    unknown = [name for name in body if name not in KNOWN_PARAMS]
+def reject_unknown(body: Mapping[str, Any], known: Container[str]) -> None:
+    """400 ``unsupported_parameter`` naming the first field not in ``known``, as OpenAI does."""
+    unknown = [name for name in body if name not in known]
     if unknown:
         raise InvalidRequest(
             f"Unrecognized request argument supplied: {unknown[0]}",
             param=unknown[0],
             code="unsupported_parameter",
         )
+
+
+def parse_chat_request(body: dict[str, Any]) -> ChatRequest:
+    reject_unknown(body, KNOWN_PARAMS)
     model = body.get("model")
     if not isinstance(model, str) or not model:
         _missing_or_wrong("model", model, "a non-empty string")
@@ -111,7 +116,7 @@ def _check_messages(messages: Any) -> None:
         if not isinstance(message, dict):
             _wrong(where, message, "an object with 'role' and 'content'")
         role = message.get("role")
-        if role not in ROLES:
+        if not isinstance(role, str) or role not in ROLES:  # [] is not hashable: a 500
             raise InvalidRequest(
                 f"{where}.role must be one of {', '.join(sorted(ROLES))}, got {role!r}",
                 param=f"{where}.role",

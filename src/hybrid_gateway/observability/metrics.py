@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from hybrid_gateway.observability import names
 from hybrid_gateway.observability.prom import Counter, Gauge, Histogram, Registry
 from hybrid_gateway.resilience.breaker import BreakerState
@@ -24,11 +26,11 @@ class GatewayMetrics:
         ))  # fmt: skip
         self.upstream_seconds = r.add(Histogram(
             names.UPSTREAM_SECONDS, "Upstream call latency (to the last byte)",
-            ["channel"], _LATENCY_BUCKETS,
+            ["lane", "channel"], _LATENCY_BUCKETS,
         ))  # fmt: skip
         self.ttft_seconds = r.add(Histogram(
             names.TTFT_SECONDS, "Time to the first streamed token from the upstream",
-            ["channel"], _LATENCY_BUCKETS,
+            ["lane", "channel"], _LATENCY_BUCKETS,
         ))  # fmt: skip
         self.upstream_errors = r.add(
             Counter(names.UPSTREAM_ERRORS, "Upstream failures by cause", ["channel", "code"])
@@ -46,42 +48,164 @@ class GatewayMetrics:
         self.breaker_transitions = r.add(Counter(
             names.BREAKER_TRANSITIONS, "Circuit breaker state changes", ["channel", "to"]
         ))  # fmt: skip
+        self.store_up = r.add(Gauge(names.STORE_UP, "Shared store reachable (1) or down (0)"))
+        self.store_errors = r.add(
+            Counter(names.STORE_ERRORS, "Shared store commands that failed", ["op"])
+        )
         self.retries = r.add(
             Counter(names.RETRIES, "Upstream attempts retried, by failure", ["channel", "code"])
         )
+        self.asyncio_tasks = r.add(Gauge(names.ASYNCIO_TASKS, "asyncio tasks alive in the loop"))
+        self.upstream_idle = r.add(Gauge(
+            names.UPSTREAM_IDLE_CONNECTIONS, "Keep-alive upstream connections idle in the pool",
+            ["channel"],
+        ))  # fmt: skip
+        self.route_decisions = r.add(Counter(
+            names.ROUTE_DECISIONS, "Routing decisions by lane and the rule that chose it",
+            ["lane", "rule"],
+        ))  # fmt: skip
+        self.feedback = r.add(Counter(
+            names.FEEDBACK, "Answer ratings received (POST /v1/feedback)",
+            ["lane", "cache", "rating", "reason"],
+        ))  # fmt: skip
+        by_tenant = ["tenant", "app", "lane", "channel", "model"]
+        self.tenant_requests = r.add(
+            Counter(names.TENANT_REQUESTS, "Chat requests per tenant and app", by_tenant)
+        )
+        self.tenant_cost_usd = r.add(
+            Counter(names.TENANT_COST_USD, "Upstream cost per tenant and app", by_tenant)
+        )
+        self.tenant_saved_usd = r.add(Counter(
+            names.TENANT_SAVED_USD, "Upstream cost avoided by cache hits, per tenant", by_tenant
+        ))  # fmt: skip
+        self.queue_wait_seconds = r.add(Histogram(
+            names.QUEUE_WAIT_SECONDS, "Wait for a slot in the lane's queue before dispatch",
+            ["lane"], _LATENCY_BUCKETS,
+        ))  # fmt: skip
+        self._degradation_metrics(r)
+
+    def _degradation_metrics(self, r: Registry) -> None:
+        lane_channel = ["lane", "channel"]
+        self.lane_queue_depth = r.add(
+            Gauge(names.LANE_QUEUE_DEPTH, "Requests waiting for a lane slot", lane_channel)
+        )
+        self.lane_in_flight = r.add(
+            Gauge(names.LANE_IN_FLIGHT, "Requests holding a lane slot", lane_channel)
+        )
+        self.lane_rejected = r.add(Counter(
+            names.LANE_REJECTED, "Requests refused by a lane queue (503)", [*lane_channel, "code"]
+        ))  # fmt: skip
+        self.fallbacks = r.add(
+            Counter(names.FALLBACKS, "Answers marked x-gateway-fallback, by kind", ["kind"])
+        )
+        self.deferred_total = r.add(Counter(
+            names.DEFERRED, "Deadline fallbacks and how their slow requests ended",
+            ["lane", "outcome"],
+        ))  # fmt: skip
+        self.deferred_running = r.add(
+            Gauge(names.DEFERRED_RUNNING, "Slow requests still running after their fallback")
+        )
+        self.deferred_results = r.add(
+            Gauge(names.DEFERRED_RESULTS, "Entries in the deferred results store")
+        )
+        self.webhook_deliveries = r.add(
+            Counter(names.WEBHOOK_DELIVERIES, "Late answers pushed to the webhook", ["outcome"])
+        )
+        self.shedding_active = r.add(
+            Gauge(names.SHEDDING_ACTIVE, "1 while non-core traffic is answered from cache only")
+        )
+
+    # -- degradation hooks (resilience/degradation.py, deadline.py; results/webhook.py) ------
+    def lane_queue(self, lane: str, channel: str, waiting: int, active: int) -> None:
+        self.lane_queue_depth.set(waiting, (lane, channel))
+        self.lane_in_flight.set(active, (lane, channel))
+
+    def lane_rejected_total(self, lane: str, channel: str, code: str, total: int) -> None:
+        self.lane_rejected.values[(lane, channel, code)] = float(total)  # the gate's own count
+
+    def degradation(self, background: int, results: int, shedding: bool) -> None:
+        self.deferred_running.set(background)
+        self.deferred_results.set(results)
+        self.shedding_active.set(1 if shedding else 0)
+
+    def deferred(self, lane: str, outcome: str) -> None:
+        self.deferred_total.inc((lane, outcome))
+
+    def observe_late(self, record: RequestRecord) -> None:
+        """A slow request that finished after its fallback answer: its tokens and cost."""
+        channel = record.route.channel if record.route else "none"
+        if record.usage is not None and record.upstream_ms is not None:
+            self.tokens.inc((channel, "prompt"), record.usage.prompt_tokens)
+            self.tokens.inc((channel, "completion"), record.usage.completion_tokens)
+        if record.cost_usd > 0:
+            self.cost_usd.inc((channel,), record.cost_usd)
+
+    def webhook(self, outcome: str) -> None:
+        self.webhook_deliveries.inc((outcome,))
+
+    def observe_loop(self, tasks: int, idle_connections: Mapping[str, int]) -> None:
+        """At scrape time: what a leak would grow (tasks; connections not back in the pool)."""
+        self.asyncio_tasks.set(tasks)
+        for channel, idle in idle_connections.items():
+            self.upstream_idle.set(idle, (channel,))
 
     # -- listener hooks (resilience/breaker.py, resilience/dispatch.py) ----------------------
     def state_change(self, channel: str, old: BreakerState, new: BreakerState) -> None:
         self.breaker_state.set(_BREAKER_LEVEL[new], (channel,))
         self.breaker_transitions.inc((channel, new.value))
 
+    def store_state(self, up: bool) -> None:
+        self.store_up.set(1 if up else 0)
+
+    def store_error(self, op: str) -> None:
+        self.store_errors.inc((op,))
+
     def retry(self, channel: str, code: str) -> None:
         self.retries.inc((channel, code))
+
+    def feedback_received(self, lane: str, cache: str, rating: str, reason: str) -> None:
+        """A rating; thumbs-down on cache hits (``cache`` != miss) are the false-hit reports."""
+        self.feedback.inc((lane, cache, rating, reason))
 
     def observe(self, record: RequestRecord) -> None:
         route = record.route
         lane = route.lane if route else "none"
         channel = route.channel if route else "none"
-        self.requests.inc((record.model, lane, channel, record.cache.value, str(record.status)))
+        # A model id the gateway does not serve is the client's string: as a label value it
+        # would let any client grow the registry without bound.
+        model = "unknown" if record.error_code == "model_not_found" else record.model
+        self.requests.inc((model, lane, channel, record.cache.value, str(record.status)))
         self.request_seconds.observe(
             record.latency_ms / 1000, (lane, "true" if record.stream else "false")
         )
         by_channel = (channel,)
+        if route is not None:
+            self.route_decisions.inc((lane, route.rule))
+        queue_ms = record.extra.get("queue_ms")  # set by lanes with a queue (dispatch._slot)
+        if isinstance(queue_ms, float):
+            self.queue_wait_seconds.observe(queue_ms / 1000, (lane,))
         if record.upstream_ms is not None:
-            self.upstream_seconds.observe(record.upstream_ms / 1000, by_channel)
+            self.upstream_seconds.observe(record.upstream_ms / 1000, (lane, channel))
             usage = record.usage
             if usage is not None:
                 self.tokens.inc((channel, "prompt"), usage.prompt_tokens)
                 self.tokens.inc((channel, "completion"), usage.completion_tokens)
         if record.ttft_ms is not None:
-            self.ttft_seconds.observe(record.ttft_ms / 1000, by_channel)
+            self.ttft_seconds.observe(record.ttft_ms / 1000, (lane, channel))
         if record.cost_usd > 0:
             self.cost_usd.inc(by_channel, record.cost_usd)
         saved = record.extra.get("saved_usd")
         if isinstance(saved, float) and saved > 0:
             self.cache_saved_usd.inc((record.cache.value,), saved)
+        tenant = (record.tenant, record.app, lane, channel, model)
+        self.tenant_requests.inc(tenant)
+        self.tenant_cost_usd.inc(tenant, record.cost_usd)
+        if isinstance(saved, float) and saved > 0:
+            self.tenant_saved_usd.inc(tenant, saved)
         if record.error_code and record.error_code.startswith("upstream_"):
             self.upstream_errors.inc((channel, record.error_code))
+        if record.fallback is not None:
+            self.fallbacks.inc((record.fallback,))
 
     def render(self) -> bytes:
         return self.registry.render()

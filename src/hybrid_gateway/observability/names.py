@@ -4,8 +4,8 @@ from __future__ import annotations
 
 REQUESTS = "hybrid_gateway_requests"  # counter: model, lane, channel, cache, status
 REQUEST_SECONDS = "hybrid_gateway_request_duration_seconds"  # histogram: lane, stream
-UPSTREAM_SECONDS = "hybrid_gateway_upstream_duration_seconds"  # histogram: channel
-TTFT_SECONDS = "hybrid_gateway_time_to_first_token_seconds"  # histogram: channel
+UPSTREAM_SECONDS = "hybrid_gateway_upstream_duration_seconds"  # histogram: lane, channel
+TTFT_SECONDS = "hybrid_gateway_time_to_first_token_seconds"  # histogram: lane, channel
 UPSTREAM_ERRORS = "hybrid_gateway_upstream_errors"  # counter: channel, code
 TOKENS = "hybrid_gateway_tokens"  # counter: channel, kind (prompt|completion)
 COST_USD = "hybrid_gateway_cost_usd"  # counter: channel
@@ -15,3 +15,27 @@ CACHE_BYTES = "hybrid_gateway_exact_cache_bytes"  # gauge
 BREAKER_STATE = "hybrid_gateway_breaker_state"  # gauge: channel (0 closed, 1 half-open, 2 open)
 BREAKER_TRANSITIONS = "hybrid_gateway_breaker_transitions"  # counter: channel, to
 RETRIES = "hybrid_gateway_retries"  # counter: channel, code (the failure that was retried)
+# Leak watch (bench soak): both are read when /metrics is scraped.
+ASYNCIO_TASKS = "hybrid_gateway_asyncio_tasks"  # gauge: tasks alive in the gateway's event loop
+UPSTREAM_IDLE_CONNECTIONS = "hybrid_gateway_upstream_idle_connections"  # gauge: channel
+# Degradation (resilience/lanes.py, deadline.py, shedding.py; results/webhook.py)
+LANE_QUEUE_DEPTH = "hybrid_gateway_lane_queue_depth"  # gauge: lane, channel (waiting for a slot)
+LANE_IN_FLIGHT = "hybrid_gateway_lane_in_flight"  # gauge: lane, channel (holding a slot)
+LANE_REJECTED = "hybrid_gateway_lane_rejected"  # counter: lane, channel, code (queue full|timeout)
+FALLBACKS = "hybrid_gateway_fallbacks"  # counter: kind (breaker|timeout|shed), answers marked so
+DEFERRED = "hybrid_gateway_deferred"  # counter: lane, outcome (fallback|done|failed|cancelled)
+DEFERRED_RUNNING = "hybrid_gateway_deferred_running"  # gauge: slow requests still running
+DEFERRED_RESULTS = "hybrid_gateway_deferred_results"  # gauge: entries in the results store
+WEBHOOK_DELIVERIES = "hybrid_gateway_webhook_deliveries"  # counter: outcome (delivered|failed|…)
+SHEDDING_ACTIVE = "hybrid_gateway_shedding_active"  # gauge: 1 while non-core traffic is shed
+# Shared store (stores/, backend redis)
+STORE_UP = "hybrid_gateway_store_up"  # gauge: 1 while the shared store answers, 0 while it is down
+STORE_ERRORS = "hybrid_gateway_store_errors"  # counter: op (take|spend|get|set|breaker|ping)
+ROUTE_DECISIONS = "hybrid_gateway_route_decisions"  # counter: lane, rule (cache hits included)
+FEEDBACK = "hybrid_gateway_feedback"  # counter: lane, cache, rating (up|down), reason (or "none")
+QUEUE_WAIT_SECONDS = "hybrid_gateway_queue_wait_seconds"  # histogram: lane (lanes with a queue)
+# Cost accounting (tenancy): counters by tenant, app, lane, channel, model.  Cost per 1,000
+# requests = 1000 * rate(..._tenant_cost_usd_total) / rate(..._tenant_requests_total).
+TENANT_REQUESTS = "hybrid_gateway_tenant_requests"  # cache hits and errors included
+TENANT_COST_USD = "hybrid_gateway_tenant_cost_usd"  # upstream cost (0 for a cache hit)
+TENANT_SAVED_USD = "hybrid_gateway_tenant_saved_usd"  # what cache hits would have cost

@@ -27,13 +27,13 @@ from typing import Any
 import orjson
 
 from hybrid_gateway.observability.journal import MmapJournal, journal_lines, leftover_journals
-from hybrid_gateway.types import RequestRecord
+from hybrid_gateway.types import TIER_FALLBACK, RequestRecord
 
 COLUMNS: tuple[str, ...] = (
     "request_id", "ts", "tenant", "model", "stream", "lane", "channel", "rule", "score",
     "cache", "similarity", "status", "error_code", "prompt_tokens", "completion_tokens",
     "usage_estimated", "cost_usd", "latency_ms", "upstream_ms", "ttft_ms", "retries",
-    "fallback", "cache_key",
+    "fallback", "cache_key", "app", "saved_usd", "queue_ms",
 )  # fmt: skip
 
 _SCHEMA = f"""
@@ -46,7 +46,7 @@ CREATE INDEX IF NOT EXISTS requests_ts ON requests (ts);
 
 Row = tuple[Any, ...]
 
-_ROWS_PER_STATEMENT = 500  # x 23 columns stays under SQLite's 32,766 bound variables
+_ROWS_PER_STATEMENT = 500  # x 26 columns stays under SQLite's 32,766 bound variables
 _ONE_ROW = "(" + ", ".join("?" for _ in COLUMNS) + ")"
 
 
@@ -82,9 +82,24 @@ def record_row(record: RequestRecord) -> Row:
         record.upstream_ms,
         record.ttft_ms,
         record.retries,
-        record.fallback,
+        record.fallback or record.extra.get(TIER_FALLBACK),
         record.cache_key,
+        record.app,
+        _saved_usd(record),
+        _queue_ms(record),
     )
+
+
+def _queue_ms(record: RequestRecord) -> float | None:
+    """Time spent waiting for a lane slot (lanes with a queue, ``Dispatcher._slot``)."""
+    waited = record.extra.get("queue_ms")
+    return round(waited, 3) if isinstance(waited, float) else None
+
+
+def _saved_usd(record: RequestRecord) -> float | None:
+    """What a cache hit would have cost upstream (``Pipeline._note_saving``); None otherwise."""
+    saved = record.extra.get("saved_usd")
+    return saved if isinstance(saved, float) else None
 
 
 class SqliteRequestLog:
@@ -102,6 +117,7 @@ class SqliteRequestLog:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(_SCHEMA)
+        _add_new_columns(self._db)
         self._replay_leftovers()
         self._journal = MmapJournal(path.parent, path.name)
         self._thread = threading.Thread(target=self._run, name="request-log", daemon=True)
@@ -188,5 +204,14 @@ def _read_rows(lines: Iterable[bytes]) -> Iterable[Row]:
             row = orjson.loads(line)
         except orjson.JSONDecodeError:
             continue  # a line torn by a crash mid-write: the request was never acknowledged
-        if isinstance(row, list) and len(row) == len(COLUMNS):
-            yield tuple(row)
+        if isinstance(row, list) and 0 < len(row) <= len(COLUMNS):
+            # A journal written before columns were added: those columns are NULL.
+            yield tuple(row) + (None,) * (len(COLUMNS) - len(row))
+
+
+def _add_new_columns(db: sqlite3.Connection) -> None:
+    """Add the columns a log file made by an older version lacks (``COLUMNS`` only grows)."""
+    have = {row[1] for row in db.execute("PRAGMA table_info(requests)")}
+    for column in COLUMNS:
+        if column not in have:
+            db.execute(f"ALTER TABLE requests ADD COLUMN {column}")

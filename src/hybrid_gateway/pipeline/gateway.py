@@ -1,7 +1,10 @@
 """The request pipeline: explicit, ordered stages, one direction.
 
     1. key       canonical request key (pipeline/key.py)
-    2. cache     exact hit -> answer at once, cost 0
+    2. cache     exact hit -> answer at once, cost 0; then the semantic cache
+                 (cache/semantic/stage.py): a paraphrase judged the same -> its answer, cost 0.
+                 The request's question embedding is attached to the record here, computed
+                 lazily, at most once, shared with the router (embedding/lazy.py)
     3. route     rules (the classifier and semantic cache plug in here in their own issues)
     4. dispatch  the lane's channel (or its backup while the breaker is open), with retries
                  before the first byte (resilience/dispatch.py); then relayed chunk by chunk
@@ -21,6 +24,10 @@ from typing import Protocol
 from hybrid_gateway.accounting.prices import Price
 from hybrid_gateway.accounting.tokens import count_prompt_tokens, count_tokens
 from hybrid_gateway.cache.exact import ExactCache
+from hybrid_gateway.cache.semantic.hygiene import NoiseStripper, semantic_key
+from hybrid_gateway.cache.semantic.stage import SemanticStage
+from hybrid_gateway.embedding.base import AsyncEmbedder
+from hybrid_gateway.embedding.lazy import LazyEmbedding, attach_embedding
 from hybrid_gateway.pipeline.key import request_key
 from hybrid_gateway.pipeline.streaming import (
     CACHEABLE_FINISH,
@@ -29,7 +36,9 @@ from hybrid_gateway.pipeline.streaming import (
     usage_from_completion,
 )
 from hybrid_gateway.resilience.clock import Clock
+from hybrid_gateway.resilience.deadline import DeferredRunner
 from hybrid_gateway.resilience.dispatch import Dispatcher
+from hybrid_gateway.resilience.shedding import Shedder
 from hybrid_gateway.routing.rules import message_text
 from hybrid_gateway.types import (
     CacheLookup,
@@ -44,7 +53,17 @@ from hybrid_gateway.upstreams.sse import DONE_EVENT, comment
 
 
 class Router(Protocol):
-    def route(self, request: ChatRequest) -> RouteDecision: ...
+    async def route(
+        self, request: ChatRequest, record: RequestRecord, *, embed: bool = True
+    ) -> RouteDecision:
+        """Rules, then the learned stages; ``embed=False`` never computes the embedding."""
+        ...
+
+
+class Tiers(Protocol):
+    """May move the decision to another lane, or refuse (402) when the tenant's budget is spent."""
+
+    def apply(self, record: RequestRecord, decision: RouteDecision) -> RouteDecision: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +73,16 @@ class PipelineParts:
     prices: Mapping[str, Price]
     exact_cache: ExactCache | None
     clock: Clock
+    # The tenant's lanes and budget, applied to the router's decision (tenancy/tiers.py).
+    tiers: Tiers | None = None
+    # Deadline fallback with later delivery (resilience/deadline.py); None: no lane has one.
+    deferred: DeferredRunner | None = None
+    # Cache-only answers for non-core traffic while errors spike (resilience/shedding.py).
+    shedder: Shedder | None = None
+    # The semantic cache (cache/semantic/stage.py); None: disabled.
+    semantic: SemanticStage | None = None
+    # The shared embedder: every request's record gets a lazily computed question vector.
+    embedder: AsyncEmbedder | None = None
 
 
 class Pipeline:
@@ -63,24 +92,41 @@ class Pipeline:
     # -- stages 1-3 ------------------------------------------------------------------------
     async def _lookup(self, request: ChatRequest, record: RequestRecord) -> CacheLookup:
         record.cache_key = key = request_key(request, record.tenant)
-        cache = self._p.exact_cache
-        if cache is None:
+        self._attach_embedding(request, record)
+        cache, semantic = self._p.exact_cache, self._p.semantic
+        if cache is None and semantic is None:
             record.cache = CacheOutcome.BYPASS
             return CacheLookup(CacheOutcome.BYPASS, key)
-        entry = await cache.get(key)
+        entry = await cache.get(key) if cache is not None else None
         if entry is None:
-            return CacheLookup(CacheOutcome.MISS, key)
+            hit = await semantic.lookup(record) if semantic is not None else None
+            if hit is None:
+                return CacheLookup(CacheOutcome.MISS, key)
+            record.cache = CacheOutcome.SEMANTIC
+            record.usage = hit.answer.usage
+            return CacheLookup(CacheOutcome.SEMANTIC, key, hit.answer, hit.similarity)
         record.cache = CacheOutcome.EXACT
         record.similarity = 1.0
         record.usage = entry.usage
         return CacheLookup(CacheOutcome.EXACT, key, entry, 1.0)
 
-    def _route(self, request: ChatRequest, record: RequestRecord) -> None:
-        record.route = self._p.router.route(request)
+    def _attach_embedding(self, request: ChatRequest, record: RequestRecord) -> None:
+        if self._p.semantic is not None:
+            self._p.semantic.prepare(request, record)
+        elif self._p.embedder is not None:
+            key = semantic_key(request, _DEFAULT_STRIPPER)
+            if key is not None:
+                attach_embedding(record, LazyEmbedding(self._p.embedder, key.question))
 
-    def _note_saving(self, request: ChatRequest, record: RequestRecord, usage: Usage) -> None:
+    async def _route(self, request: ChatRequest, record: RequestRecord) -> None:
+        decision = await self._p.router.route(request, record)
+        tiers = self._p.tiers
+        record.route = decision if tiers is None else tiers.apply(record, decision)
+
+    async def _note_saving(self, request: ChatRequest, record: RequestRecord, usage: Usage) -> None:
         """A cache hit costs nothing; record what the routed channel would have charged."""
-        decision = self._p.router.route(request)
+        # Not worth an embedding: the learned stages run only if the vector already exists.
+        decision = await self._p.router.route(request, record, embed=False)
         record.route = decision
         record.extra["saved_usd"] = self._p.prices[decision.channel].cost(usage)
 
@@ -88,16 +134,31 @@ class Pipeline:
     async def complete(self, request: ChatRequest, record: RequestRecord) -> ChatResult:
         lookup = await self._lookup(request, record)
         if lookup.entry is not None:
-            self._note_saving(request, record, lookup.entry.usage)
+            await self._note_saving(request, record, lookup.entry.usage)
             return ChatResult(lookup.entry.body, lookup.entry.usage)
-        self._route(request, record)
+        shedder = self._p.shedder
+        if shedder is not None and shedder.sheds(request, record):
+            return shedder.answer(request, record)
+        await self._route(request, record)
+        deferred = self._p.deferred
+        if deferred is not None and deferred.covers(record):
+            return await deferred.complete(request, record, lookup.key, self._call)
+        return await self._call(request, record, lookup.key)
+
+    async def _call(
+        self, request: ChatRequest, record: RequestRecord, key: str, *, cache: bool = True
+    ) -> ChatResult:
+        """Dispatch, settle, cache (a deadline fallback's answer is not cached)."""
         started = self._p.clock.now()
         channel, (raw, parsed) = await self._p.dispatcher.complete(record, request.body)
         record.upstream_ms = (self._p.clock.now() - started) * 1000
         usage = usage_from_completion(parsed) or _estimate_usage(request, parsed)
         self._settle(record, channel.name, usage)
-        if self._p.exact_cache is not None and _complete_answer(parsed):
-            await self._p.exact_cache.put(lookup.key, raw, usage)
+        if cache and _complete_answer(parsed):
+            if self._p.exact_cache is not None:
+                await self._p.exact_cache.put(key, raw, usage)
+            if self._p.semantic is not None:
+                await self._p.semantic.store(record, raw, usage)
         return ChatResult(raw, usage)
 
     # -- streamed --------------------------------------------------------------------------
@@ -108,13 +169,30 @@ class Pipeline:
         """Open the answer stream; failures before the first byte raise from here."""
         lookup = await self._lookup(request, record)
         if lookup.entry is not None:
-            self._note_saving(request, record, lookup.entry.usage)
+            await self._note_saving(request, record, lookup.entry.usage)
             yield _iterate(replay_as_stream(lookup.entry.body, include_usage=request.include_usage))
             return
-        self._route(request, record)
+        shedder = self._p.shedder
+        if shedder is not None and shedder.sheds(request, record):
+            shed = shedder.answer(request, record)
+            yield _iterate(replay_as_stream(shed.body, include_usage=request.include_usage))
+            return
+        await self._route(request, record)
+        deferred = self._p.deferred
+        if deferred is not None and deferred.covers(record):
+            async with deferred.stream(request, record, lookup.key, self._open) as events:
+                yield events
+            return
+        async with self._open(request, record, lookup.key) as events:
+            yield events
+
+    @asynccontextmanager
+    async def _open(
+        self, request: ChatRequest, record: RequestRecord, key: str, *, cache: bool = True
+    ) -> AsyncIterator[AsyncIterator[bytes]]:
         started = self._p.clock.now()
         async with self._p.dispatcher.open_stream(record, request.body) as (channel, payloads):
-            yield self._relay(request, record, channel.name, payloads, started, lookup.key)
+            yield self._relay(request, record, channel.name, payloads, started, key, cache)
 
     async def _relay(
         self,
@@ -124,6 +202,7 @@ class Pipeline:
         payloads: AsyncIterator[bytes],
         started: float,
         key: str,
+        cache: bool = True,
     ) -> AsyncIterator[bytes]:
         assembler = StreamAssembler(include_usage=request.include_usage)
         clock = self._p.clock
@@ -142,14 +221,21 @@ class Pipeline:
             yield assembler.usage_event(usage)
         if not assembler.done:
             record.extra["stream_incomplete"] = True
-        if assembler.cacheable and self._p.exact_cache is not None:
-            await self._p.exact_cache.put(key, assembler.completion_body(usage), usage)
+        if cache and assembler.cacheable:
+            body = assembler.completion_body(usage)
+            if self._p.exact_cache is not None:
+                await self._p.exact_cache.put(key, body, usage)
+            if self._p.semantic is not None:
+                await self._p.semantic.store(record, body, usage)
         yield comment(f"x-gateway-cost-usd={record.cost_usd:.8f}")
         yield DONE_EVENT
 
     def _settle(self, record: RequestRecord, channel: str, usage: Usage) -> None:
         record.usage = usage
         record.cost_usd = self._p.prices[channel].cost(usage)
+
+
+_DEFAULT_STRIPPER = NoiseStripper()
 
 
 async def _iterate(events: list[bytes]) -> AsyncIterator[bytes]:

@@ -5,8 +5,8 @@ What goes in: the namespace (tenant), the model id the client asked for, the mes
 in: ``user``, ``metadata``, ``stream``/``stream_options``, request ids, timestamps, anything the
 client sends that does not change what the model would say.  Parameters set to the OpenAI
 default (temperature 1, top_p 1, n 1, penalties 0) are dropped, so "not given" and "given the
-default" share one entry.  Numbers are normalised (1 == 1.0), and a content list holding a
-single text part equals the plain string.
+default" share one entry.  Numbers are normalised (1 == 1.0, -0.0 == 0.0; integers past 2**53
+stay exact), and a content list holding a single text part equals the plain string.
 """
 
 from __future__ import annotations
@@ -40,6 +40,10 @@ _DEFAULTS: Mapping[str, Any] = {
     "logprobs": False,
 }
 
+# Integers up to 2**53 are exact as floats; larger ones (a seed may be any int64) stay integers,
+# or 2**53 and 2**53 + 1 would share a key.
+_EXACT = 2**53
+
 _MESSAGE_FIELDS = ("role", "content", "name", "tool_calls", "tool_call_id", "function_call")
 
 
@@ -70,8 +74,8 @@ def _params(body: Mapping[str, Any]) -> dict[str, Any]:
             continue
         if isinstance(value, bool):
             normal: Any = value
-        elif isinstance(value, int | float):
-            normal = float(value)
+        elif isinstance(value, float) or (isinstance(value, int) and abs(value) <= _EXACT):
+            normal = float(value) + 0.0  # 1 == 1.0, and -0.0 + 0.0 is 0.0
         else:
             normal = value
         if name in _DEFAULTS and normal == _DEFAULTS[name]:

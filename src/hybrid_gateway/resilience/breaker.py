@@ -72,6 +72,8 @@ class CircuitBreaker:
         self._bucket_s = settings.window_s / _BUCKETS
         # [bucket index, successes, failures], oldest first
         self._buckets: deque[list[int]] = deque()
+        # Outcomes counted since the last ``drain_counts`` (the shared-state sync reads them).
+        self._unsynced = [0, 0]
 
     @property
     def state(self) -> BreakerState:
@@ -106,12 +108,28 @@ class CircuitBreaker:
             return
         if outcome is Outcome.IGNORED or self._state is BreakerState.OPEN:
             return
-        self._bucket()[1 if outcome is Outcome.SUCCESS else 2] += 1
+        slot = 0 if outcome is Outcome.SUCCESS else 1
+        self._bucket()[slot + 1] += 1
+        self._unsynced[slot] += 1
         successes = sum(b[1] for b in self._buckets)
         failures = sum(b[2] for b in self._buckets)
         total = successes + failures
         if total >= self._s.min_requests and failures / total >= self._s.error_rate:
             self._move(BreakerState.OPEN)
+
+    def drain_counts(self) -> tuple[int, int]:
+        """(successes, failures) counted in the window since the last call; resets them."""
+        counts = (self._unsynced[0], self._unsynced[1])
+        self._unsynced = [0, 0]
+        return counts
+
+    def hold_open(self, seconds: float) -> None:
+        """Open now for ``seconds`` because another replica's breaker opened (shared state)."""
+        if seconds <= 0 or (self._state is BreakerState.OPEN and self.retry_after_s() >= seconds):
+            return
+        if self._state is not BreakerState.OPEN:
+            self._move(BreakerState.OPEN)
+        self._opened_at = self._clock.now() - self._s.open_s + seconds
 
     def _bucket(self) -> list[int]:
         index = math.floor(self._clock.now() / self._bucket_s)

@@ -3,8 +3,10 @@
 For each attempt: the lane's primary channel unless its breaker refuses, then its backup (the
 answer is marked ``fallback="breaker"``), else ``CircuitOpen`` (503, Retry-After = seconds until
 half-open).  A failed attempt is recorded in that channel's breaker; a retryable one is retried
-after the policy's wait if the budget allows, else the last error is raised.  A stream is only
-retried while opening: once its iterator is handed out, nothing here touches it again.
+after the policy's wait if the budget allows, else the last error is raised; with
+``retry_on_backup`` a retryable failure on the primary is retried on the backup at once
+(``fallback="failover"``).  A stream is only retried while opening: once its iterator is handed
+out, nothing here touches it again.
 """
 
 from __future__ import annotations
@@ -15,8 +17,9 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol, TypeVar
 
 from hybrid_gateway.errors import CircuitOpen, GatewayError, Overloaded, RequestError, UpstreamError
-from hybrid_gateway.resilience.breaker import CircuitBreaker, Outcome
+from hybrid_gateway.resilience.breaker import BreakerState, CircuitBreaker, Outcome
 from hybrid_gateway.resilience.clock import Clock
+from hybrid_gateway.resilience.lanes import LaneGates
 from hybrid_gateway.resilience.retry import RetryBudget, RetryPolicy
 from hybrid_gateway.types import RequestRecord
 
@@ -43,6 +46,10 @@ class RetryListener(Protocol):
 class LaneChannels:
     primary: Channel
     backup: Channel | None = None
+    # A retryable failure on the primary is retried on the backup at once (while the backup's
+    # breaker is closed), without spending the retry budget: the failing channel gets no extra
+    # load, so the budget that protects it has nothing to guard.
+    retry_on_backup: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +62,8 @@ class DispatchParts:
     retry_listeners: Sequence[RetryListener] = ()
     # No retry starts later than this after dispatch began (waits included).
     max_elapsed_s: float = 10.0
+    # Per (lane, channel) slots and bounded queues (resilience/lanes.py); None: channel limits only.
+    gates: LaneGates | None = None
 
 
 def _outcome(exc: GatewayError) -> Outcome:
@@ -75,7 +84,11 @@ class Dispatcher:
     async def complete(
         self, record: RequestRecord, body: Mapping[str, Any]
     ) -> tuple[Channel, tuple[bytes, dict[str, Any]]]:
-        return await self._run(record, lambda channel: channel.complete(body))
+        async def attempt(channel: Channel) -> tuple[bytes, dict[str, Any]]:
+            async with self._slot(record, channel):
+                return await channel.complete(body)
+
+        return await self._run(record, attempt)
 
     @asynccontextmanager
     async def open_stream(
@@ -84,6 +97,7 @@ class Dispatcher:
         async def attempt(channel: Channel) -> tuple[AsyncExitStack, AsyncIterator[bytes]]:
             stack = AsyncExitStack()
             try:
+                await stack.enter_async_context(self._slot(record, channel))
                 payloads = await stack.enter_async_context(channel.open_stream(body))
             except BaseException:
                 await stack.aclose()
@@ -94,6 +108,18 @@ class Dispatcher:
         async with stack:
             yield channel, payloads
 
+    @asynccontextmanager
+    async def _slot(self, record: RequestRecord, channel: Channel) -> AsyncIterator[None]:
+        """The lane's own slot on ``channel`` (when the lane has a queue); wait -> queue_ms."""
+        gates, route = self._p.gates, record.route
+        gate = gates.get(route.lane, channel.name) if gates is not None and route else None
+        if gate is None:
+            yield
+            return
+        async with gate.slot() as waited:
+            record.extra["queue_ms"] = record.extra.get("queue_ms", 0.0) + waited * 1000
+            yield
+
     def breaker(self, channel: str) -> CircuitBreaker | None:
         return (self._p.breakers or {}).get(channel)
 
@@ -103,8 +129,9 @@ class Dispatcher:
         self._p.budget.record_request()
         retries = 0
         started = self._p.clock.now()
+        failed: str | None = None
         while True:
-            channel = self._pick(record)
+            channel = self._pick(record, failed)
             breaker = self.breaker(channel.name)
             try:
                 result = await attempt(channel)
@@ -112,13 +139,16 @@ class Dispatcher:
                 if breaker is not None:
                     breaker.record(_outcome(exc))
                 self._note_breaker(record, channel.name)
-                wait = self._retry_wait(retries + 1, exc, started)
+                failover = self._failover(record, channel.name)
+                wait = self._retry_wait(retries + 1, exc, started, spend=not failover)
                 if wait is None:
                     raise
                 for listener in self._p.retry_listeners:
                     listener.retry(channel.name, exc.code)
                 retries = record.retries = retries + 1
-                await self._p.clock.sleep(wait)
+                failed = channel.name
+                if not failover:
+                    await self._p.clock.sleep(wait)
                 continue
             except BaseException:  # cancelled: free a half-open probe slot, count nothing
                 if breaker is not None:
@@ -129,10 +159,23 @@ class Dispatcher:
             self._note_breaker(record, channel.name)
             return channel, result
 
-    def _pick(self, record: RequestRecord) -> Channel:
+    def _failover(self, record: RequestRecord, failed: str) -> bool:
+        """Is the next attempt of this request a failover to its lane's healthy backup?"""
+        assert record.route is not None
+        lane = self._p.lanes[record.route.lane]
+        if not lane.retry_on_backup or lane.backup is None or failed != lane.primary.name:
+            return False
+        breaker = self.breaker(lane.backup.name)
+        return breaker is None or breaker.state is BreakerState.CLOSED
+
+    def _pick(self, record: RequestRecord, failed: str | None = None) -> Channel:
         route = record.route
         assert route is not None, "dispatch runs after routing"
         lane = self._p.lanes[route.lane]
+        if failed is not None and self._failover(record, failed):
+            assert lane.backup is not None
+            record.route, record.fallback = replace(route, channel=lane.backup.name), "failover"
+            return lane.backup
         if self._allows(lane.primary):
             record.route, record.fallback = replace(route, channel=lane.primary.name), None
             return lane.primary
@@ -152,7 +195,9 @@ class Dispatcher:
         breaker = self.breaker(channel.name)
         return breaker is None or breaker.allow()
 
-    def _retry_wait(self, retry: int, exc: GatewayError, started: float) -> float | None:
+    def _retry_wait(
+        self, retry: int, exc: GatewayError, started: float, *, spend: bool = True
+    ) -> float | None:
         policy = self._p.policy
         if policy is None or not policy.is_retryable(exc):
             return None
@@ -161,7 +206,7 @@ class Dispatcher:
             return None
         if self._p.clock.now() - started + wait > self._p.max_elapsed_s:
             return None  # too late: the client has waited long enough for this answer
-        if not self._p.budget.try_spend():
+        if spend and not self._p.budget.try_spend():
             return None
         return wait
 

@@ -2,6 +2,10 @@
 
     bench overhead   the gateway's pass-through cost against a bare relay (wrk)
     bench run        a workload replayed through strategies, scored for quality and cost
+    bench soak       sustained mixed traffic, sampled for leaks (RSS, fds, tasks, sockets)
+    bench degrade    faults and overload under load: backup, lane isolation, 2x capacity
+    bench scale-out  1 vs 2 worker processes, and the per-request cost of the Redis stores
+    bench semantic   semantic cache lookup latency at 10k/100k/1M entries, embedding batching
 
 Each module exposes ``add_arguments(parser)`` and ``run(args) -> int``.
 """
@@ -19,6 +23,26 @@ BENCHES: dict[str, tuple[str, str]] = {
     "run": (
         "hybrid_gateway.tools.bench.cli",
         "replay a workload through strategies (heavy-only, hybrid, ...): latency, quality, cost",
+    ),
+    "soak": (
+        "hybrid_gateway.tools.soak.cli",
+        "sustained mixed traffic; fails if RSS, fds, tasks or upstream sockets keep growing",
+    ),
+    "degrade": (
+        "hybrid_gateway.tools.bench.degrade",
+        "faults and overload under load: 20 % errors + backup, lane isolation, 2x capacity",
+    ),
+    "routing": (
+        "hybrid_gateway.routing.bench",
+        "routing decision latency p50/p99: forced model, rules, rules + classifier",
+    ),
+    "scale-out": (
+        "hybrid_gateway.stores.bench",
+        "1 vs 2 worker processes, memory vs Redis stores: req/s, latency, CPU per request",
+    ),
+    "semantic": (
+        "hybrid_gateway.cache.semantic.bench",
+        "semantic cache: lookup p50/p99 at 10k/100k/1M entries, embedding micro-batching",
     ),
 }
 

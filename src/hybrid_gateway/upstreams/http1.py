@@ -238,6 +238,11 @@ class Http1Pool:
         else:
             conn.close()
 
+    @property
+    def idle_connections(self) -> int:
+        """Pooled connections still open (the server may have closed some while idle)."""
+        return sum(1 for conn in self._idle if not conn.closed)
+
     def close(self) -> None:
         while self._idle:
             self._idle.pop().close()

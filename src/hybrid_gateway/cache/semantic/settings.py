@@ -1,0 +1,84 @@
+"""The ``cache.semantic`` config section.
+
+The decision keys (``threshold``, ``guards``, ``target_precision``, ``calibrated_on``, and
+``verifier`` / ``verifier_threshold``) are what ``hybrid-gateway cache calibrate`` writes; a
+hand-set threshold works too, but only a calibrated one comes with a false-hit bound.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from hybrid_gateway.configbase import Fraction, PositiveFloat, PositiveInt, Strict
+
+GuardName = Literal["numbers", "dates", "negation", "entities", "antonyms"]
+
+
+class RerankerConfig(Strict):
+    # cross-encoder: a sentence-transformers CrossEncoder folder (extra [st]); http: a /rerank URL
+    kind: Literal["cross-encoder", "http"]
+    path: str | None = None
+    url: str | None = Field(default=None, pattern=r"^https?://")
+    model: str | None = None
+    timeout_s: PositiveFloat = 2.0
+    # A candidate that passed the threshold and the guards is a hit only at or above this.
+    min_score: float = 0.5
+
+    @model_validator(mode="after")
+    def _target(self) -> RerankerConfig:
+        if self.kind == "cross-encoder" and not self.path:
+            raise ValueError("a cross-encoder reranker needs path (a local model folder)")
+        if self.kind == "http" and not self.url:
+            raise ValueError("an http reranker needs url")
+        return self
+
+
+class SemanticCacheConfig(Strict):
+    enabled: bool = False
+    # SQLite file the entries are written through to (relative: against the config file);
+    # null keeps the cache in memory only.
+    path: str | None = "var/semantic-cache.sqlite3"
+    ttl_s: PositiveFloat = 86_400.0
+    max_entries: PositiveInt = 100_000
+    # Answers + questions + vectors (384 float32 = 1.5 KiB each with the bundled model).
+    max_bytes: PositiveInt = 256 * 1024 * 1024
+    # The hit decision: cosine >= threshold, then every listed guard must pass.  The default
+    # is the bundled model's threshold for precision >= 0.95 on LCQMC paraphrases (calibrated
+    # on half the dev set: 0.9948); recalibrate on your own pairs with `cache calibrate`.
+    threshold: Annotated[float, Field(ge=-1, le=1)] = 0.995
+    guards: tuple[GuardName, ...] = ("numbers", "dates", "negation", "entities", "antonyms")
+    # Provenance of threshold/guards, written by `cache calibrate` (informational).
+    target_precision: Fraction | None = None
+    calibrated_on: str | None = None
+    # Optional learned pair verifier (`cache train-verifier`): a model file (relative: against
+    # the config file) and the threshold on its score, both written by
+    # `cache calibrate --verifier`.  The model must have been trained under this embedder.
+    verifier: str | None = None
+    verifier_threshold: Fraction | None = None
+    reranker: RerankerConfig | None = None
+    # Noise stripped before embedding and from the context fingerprint, on top of the
+    # built-in ids/UUIDs/timestamps: regular expressions, and user names (whole words).
+    noise_patterns: tuple[str, ...] = ()
+    user_names: tuple[str, ...] = ()
+    # Questions matching any of these (case-insensitive) are never looked up nor stored: the
+    # operator's way to mark answers uncacheable (account balances, anything personal).
+    uncacheable_patterns: tuple[str, ...] = ()
+
+    @model_validator(mode="after")
+    def _verifier_calibrated(self) -> SemanticCacheConfig:
+        if self.verifier is not None and self.verifier_threshold is None:
+            raise ValueError("verifier needs verifier_threshold (`cache calibrate --verifier`)")
+        return self
+
+    @field_validator("noise_patterns", "uncacheable_patterns")
+    @classmethod
+    def _compiles(cls, patterns: tuple[str, ...]) -> tuple[str, ...]:
+        for pattern in patterns:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"a regular expression, got {pattern!r} ({exc})") from None
+        return patterns

@@ -1,0 +1,143 @@
+"""The semantic cache as a pipeline stage: look up after an exact miss, store at settle time.
+
+    prepare   split the request into question + bucket (``hygiene.py``), attach the request's
+              lazily computed embedding to its record (shared with the router), pick the
+              namespace: (the tenant, or the cache_scope it shares; embedder model@version)
+    lookup    embed (once), nearest neighbour in the partition, the decision rule, then the
+              optional reranker; a hit writes similarity, entry id and the checks that passed
+              onto the record.  Any failure here (embedder down, reranker timeout) is a miss:
+              the request goes upstream, it never fails because of the cache
+    store     only what the pipeline judged complete (no error, no partial stream, no tool
+              call), only for requests that had a question, never for uncacheable ones
+
+Nothing here knows about HTTP; the record carries everything the API layer shows.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from hybrid_gateway.cache.semantic.cache import Namespace, SemanticCache
+from hybrid_gateway.cache.semantic.hygiene import NoiseStripper, SemanticKey, semantic_key
+from hybrid_gateway.cache.semantic.rerank import Reranker
+from hybrid_gateway.embedding.base import AsyncEmbedder
+from hybrid_gateway.embedding.lazy import LazyEmbedding, attach_embedding, request_embedding
+from hybrid_gateway.types import CachedAnswer, ChatRequest, RequestRecord, Usage
+
+log = logging.getLogger(__name__)
+
+_PENDING = "semantic_key"
+
+
+@dataclass(frozen=True, slots=True)
+class SemanticHit:
+    answer: CachedAnswer
+    similarity: float
+    entry_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class RerankStep:
+    reranker: Reranker
+    min_score: float
+
+
+def scope_of(tenant: str, shared_scopes: Mapping[str, str]) -> str:
+    """The cache scope of a tenant: its declared shared scope, or its own."""
+    shared = shared_scopes.get(tenant)
+    return f"scope:{shared}" if shared is not None else f"tenant:{tenant}"
+
+
+class SemanticStage:
+    def __init__(
+        self,
+        cache: SemanticCache,
+        embedder: AsyncEmbedder,
+        *,
+        stripper: NoiseStripper,
+        shared_scopes: Mapping[str, str],
+        uncacheable: Sequence[str] = (),
+        rerank: RerankStep | None = None,
+    ) -> None:
+        self.cache = cache
+        self.embedder = embedder
+        self.stripper = stripper
+        self.shared_scopes = shared_scopes
+        self._uncacheable = [re.compile(p, re.IGNORECASE) for p in uncacheable]
+        self._rerank = rerank
+
+    def namespace(self, tenant: str) -> Namespace:
+        return Namespace(scope_of(tenant, self.shared_scopes), self.embedder.namespace)
+
+    def prepare(self, request: ChatRequest, record: RequestRecord) -> SemanticKey | None:
+        key = semantic_key(request, self.stripper)
+        if key is None:
+            return None
+        if request_embedding(record) is None:
+            attach_embedding(record, LazyEmbedding(self.embedder, key.question))
+        if any(pattern.search(key.question) for pattern in self._uncacheable):
+            record.extra["cache_checks"] = "uncacheable"
+            return None
+        record.extra[_PENDING] = key
+        return key
+
+    async def lookup(self, record: RequestRecord) -> SemanticHit | None:
+        """After ``prepare``: the nearest stored question, judged; None on a miss."""
+        key = record.extra.get(_PENDING)
+        lazy = request_embedding(record)
+        if not isinstance(key, SemanticKey) or lazy is None:
+            return None
+        try:
+            vector = await lazy.vector()
+            found = await self.cache.lookup(self.namespace(record.tenant), key.bucket,
+                                            key.question, vector)  # fmt: skip
+        except Exception as exc:  # the cache must never fail a request
+            log.warning("semantic cache lookup failed: %r", exc)
+            record.extra["cache_checks"] = "error"
+            return None
+        if found.verdict is None or found.entry is None:
+            return None
+        verdict, entry = found.verdict, found.entry
+        record.similarity = verdict.similarity
+        passed = list(verdict.passed)
+        failed = list(verdict.failed)
+        if verdict.hit and self._rerank is not None:
+            ok = await self._reranked(key.question, entry.question)
+            (passed if ok else failed).append("reranker")
+        record.extra["cache_checks"] = ",".join([*passed, *(f"!{f}" for f in failed)])
+        if failed:
+            return None
+        record.extra["cache_entry"] = entry.id
+        return SemanticHit(CachedAnswer(entry.body, entry.usage, entry.created_at),
+                           verdict.similarity, entry.id)  # fmt: skip
+
+    async def store(self, record: RequestRecord, body: bytes, usage: Usage) -> None:
+        key = record.extra.get(_PENDING)
+        lazy = request_embedding(record)
+        if not isinstance(key, SemanticKey) or lazy is None:
+            return
+        try:
+            vector = await lazy.vector()
+            entry_id = await self.cache.put(self.namespace(record.tenant), key.bucket,
+                                            key.question, vector, body, usage)  # fmt: skip
+        except Exception as exc:
+            log.warning("semantic cache store failed: %r", exc)
+            return
+        if entry_id is not None:
+            record.extra["cache_entry"] = entry_id
+
+    async def aclose(self) -> None:
+        await self.cache.aclose()
+        if self._rerank is not None:
+            await self._rerank.reranker.aclose()
+
+    async def _reranked(self, question: str, candidate: str) -> bool:
+        assert self._rerank is not None
+        try:
+            return await self._rerank.reranker.score(question, candidate) >= self._rerank.min_score
+        except Exception as exc:  # a reranker that cannot answer says no
+            log.warning("reranker failed: %r", exc)
+            return False

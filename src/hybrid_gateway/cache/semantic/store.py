@@ -1,0 +1,118 @@
+"""SQLite persistence for the semantic cache, so a restart keeps what was learned.
+
+Every entry is written through (one row: its namespace, bucket, question, vector, answer,
+usage and times); a restart reads the rows of the current embedder back, newest use first,
+until the cache's bounds are met.  Rows of another embedder version are left on disk but never
+loaded: their vectors cannot be compared with the current model's.  Only the semantic cache's
+worker thread touches the connection (``check_same_thread`` stays on).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from hybrid_gateway.embedding.base import Vector
+from hybrid_gateway.types import Usage
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS semantic_entries (
+    id INTEGER PRIMARY KEY,
+    scope TEXT NOT NULL,
+    embedder TEXT NOT NULL,
+    bucket TEXT NOT NULL,
+    question TEXT NOT NULL,
+    vector BLOB NOT NULL,
+    body BLOB NOT NULL,
+    prompt_tokens INTEGER NOT NULL,
+    completion_tokens INTEGER NOT NULL,
+    usage_estimated INTEGER NOT NULL,
+    created_at REAL NOT NULL,
+    last_used REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS semantic_entries_embedder ON semantic_entries (embedder, last_used);
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class StoredEntry:
+    id: int
+    scope: str
+    embedder: str
+    bucket: str
+    question: str
+    vector: Vector
+    body: bytes
+    usage: Usage
+    created_at: float
+    last_used: float
+
+
+class SqliteEntryStore:
+    def __init__(self, path: str | Path) -> None:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(str(path), check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.executescript(_SCHEMA)
+
+    def load(self, embedder: str) -> Iterator[StoredEntry]:
+        """The current embedder's rows, most recently used first."""
+        rows = self._db.execute(
+            "SELECT id, scope, embedder, bucket, question, vector, body, prompt_tokens, "
+            "completion_tokens, usage_estimated, created_at, last_used FROM semantic_entries "
+            "WHERE embedder = ? ORDER BY last_used DESC",
+            (embedder,),
+        )
+        for row in rows:
+            yield StoredEntry(
+                id=row[0], scope=row[1], embedder=row[2], bucket=row[3], question=row[4],
+                vector=np.frombuffer(row[5], dtype=np.float32).copy(), body=bytes(row[6]),
+                usage=Usage(row[7], row[8], bool(row[9])), created_at=row[10], last_used=row[11],
+            )  # fmt: skip
+
+    def max_id(self) -> int:
+        row = self._db.execute("SELECT COALESCE(MAX(id), 0) FROM semantic_entries").fetchone()
+        return int(row[0])
+
+    def put(self, entry: StoredEntry) -> None:
+        self._db.execute(
+            "INSERT OR REPLACE INTO semantic_entries VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                entry.id, entry.scope, entry.embedder, entry.bucket, entry.question,
+                entry.vector.astype(np.float32).tobytes(), entry.body, entry.usage.prompt_tokens,
+                entry.usage.completion_tokens, int(entry.usage.estimated), entry.created_at,
+                entry.last_used,
+            ),
+        )  # fmt: skip
+        self._db.commit()
+
+    def touch(self, entry_id: int, last_used: float) -> None:
+        self._db.execute(
+            "UPDATE semantic_entries SET last_used = ? WHERE id = ?", (last_used, entry_id)
+        )
+        self._db.commit()
+
+    def replace_body(self, entry_id: int, body: bytes) -> None:
+        self._db.execute("UPDATE semantic_entries SET body = ? WHERE id = ?", (body, entry_id))
+        self._db.commit()
+
+    def delete(self, ids: list[int]) -> None:
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            self._db.execute(
+                f"DELETE FROM semantic_entries WHERE id IN ({','.join('?' * len(chunk))})", chunk
+            )
+        self._db.commit()
+
+    def delete_scope(self, scope: str) -> None:
+        """Every row of a tenant scope, whatever embedder wrote it."""
+        self._db.execute("DELETE FROM semantic_entries WHERE scope = ?", (scope,))
+        self._db.commit()
+
+    def close(self) -> None:
+        self._db.close()

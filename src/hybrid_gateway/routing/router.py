@@ -1,0 +1,115 @@
+"""The gateway's router: forced model -> category gates -> rules -> exemplars -> classifier.
+
+``route`` is async because the learned stages need the request's embedding, which the pipeline
+computes lazily (at most once per request, shared with the semantic cache) and awaits off the
+event loop.  A request the rules settle never pays for an embedding.  The order and what each
+step names in ``x-gateway-route`` are described in ``routing/settings.py``.
+
+When a learned stage cannot run (no embedding attached to the request, or ``embed=False``,
+used to estimate what a cache hit saved, and the vector was not computed anyway) the request
+goes to the default lane, named ``default``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from hybrid_gateway.embedding.lazy import request_embedding
+from hybrid_gateway.routing.classifier import ClassifierModel
+from hybrid_gateway.routing.exemplars import ExemplarClassifier
+from hybrid_gateway.routing.rules import RequestFeatures, RuleBook, extract_features
+from hybrid_gateway.routing.settings import GateConfig, RoutingConfig
+from hybrid_gateway.types import ChatRequest, RequestRecord, RouteDecision
+
+CLASSIFIER_RULE = "classifier"
+
+
+@dataclass(frozen=True, slots=True)
+class Learned:
+    """The learned stages and the two lanes they choose between."""
+
+    simple: RouteDecision
+    complex: RouteDecision
+    exemplars: ExemplarClassifier | None = None
+    model: ClassifierModel | None = None
+    threshold: float = 0.5
+
+    def __post_init__(self) -> None:
+        if self.exemplars is None and self.model is None:
+            raise ValueError("a learned stage needs exemplars or a classifier model")
+
+
+class GatewayRouter:
+    def __init__(
+        self,
+        config: RoutingConfig,
+        *,
+        lane_channels: Mapping[str, str],
+        model_lanes: Mapping[str, str | None],
+        learned: Learned | None = None,
+    ) -> None:
+        def decision(lane: str, rule: str) -> RouteDecision:
+            return RouteDecision(lane=lane, channel=lane_channels[lane], rule=rule)
+
+        self._forced = {
+            model: decision(lane, f"model:{model}")
+            for model, lane in model_lanes.items()
+            if lane is not None
+        }
+        self._rules = RuleBook(config.rules, lane_channels)
+        self._default = decision(config.default_lane, "default")
+        gates: GateConfig | None = config.gates
+        self._gate_key = gates.metadata_key if gates else "category"
+        self._gates = {
+            category: decision(config.complex_lane, f"gate:{category}")
+            for category in (gates.heavy_categories if gates else ())
+        }
+        self._learned = learned
+
+    async def route(
+        self, request: ChatRequest, record: RequestRecord, *, embed: bool = True
+    ) -> RouteDecision:
+        forced = self._forced.get(request.model)
+        if forced is not None:
+            return forced
+        metadata = request.body.get("metadata")
+        features = extract_features(
+            request.messages, metadata if isinstance(metadata, dict) else None
+        )
+        if self._gates:
+            gated = self._gate(features)
+            if gated is not None:
+                return gated
+        outcome = self._rules.match(features, record.tenant)
+        if isinstance(outcome, RouteDecision):
+            return outcome
+        if self._learned is not None:
+            learned = await self._decide(self._learned, features, record, embed)
+            if learned is not None:
+                return learned
+        return self._default
+
+    def _gate(self, features: RequestFeatures) -> RouteDecision | None:
+        category = (features.metadata or {}).get(self._gate_key)
+        return self._gates.get(category) if isinstance(category, str) else None
+
+    async def _decide(
+        self, learned: Learned, features: RequestFeatures, record: RequestRecord, embed: bool
+    ) -> RouteDecision | None:
+        lazy = request_embedding(record)
+        if lazy is None or not (embed or lazy.computed):
+            return None
+        vector = await lazy.vector()
+        if learned.exemplars is not None:
+            verdict = await learned.exemplars.classify(record.tenant, vector)
+            if verdict is not None:
+                base = learned.complex if verdict.complex else learned.simple
+                return RouteDecision(
+                    base.lane, base.channel, f"exemplars:{verdict.set_name}", verdict.margin
+                )
+        if learned.model is None:
+            return None
+        p = learned.model.p_complex(vector, features.question)
+        base = learned.complex if p >= learned.threshold else learned.simple
+        return RouteDecision(base.lane, base.channel, CLASSIFIER_RULE, p, learned.threshold)

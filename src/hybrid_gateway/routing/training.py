@@ -1,0 +1,166 @@
+"""Fitting the classifier with numpy alone: L2-regularised logistic regression by Newton steps.
+
+The target.  For a prompt with weak score ``w`` and strong score ``s`` (0/1 or graded, on a
+scale of ``scale`` points) the soft label is ``t = 0.5 + 0.5 * clip((s - w) / scale, -1, 1)``:
+1 when only the heavy model gets it right, 0 when only the light one does, 0.5 when they tie
+(both right or both wrong: a heavy call buys nothing).  A logistic model fitted to soft labels
+estimates E[t | prompt], which orders prompts exactly by the expected gain of a heavy call, the
+ordering APGR and the calibration curve reward.  Explicit ``simple``/``complex`` labels arrive as
+``w = 1 - complex, s = 1`` and so become t = 0.5 / 1: the same ordering.
+
+Sources are weighted so each contributes in proportion to the square root of its size: MMLU's
+7k rows still count most, but cannot drown three smaller benchmarks of other kinds (the point of
+training the default on a mix is to learn "hard" rather than "MMLU subject").
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from hybrid_gateway.routing.classifier import ClassifierModel
+from hybrid_gateway.routing.features import feature_matrix
+from hybrid_gateway.routing.memory import NeighbourMemory
+from hybrid_gateway.routing.outcomes import OutcomeRow
+
+F32 = npt.NDArray[np.float32]
+F64 = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True, slots=True)
+class TrainingSet:
+    rows: tuple[OutcomeRow, ...]
+    vectors: F32  # (n, dim) embeddings of the prompts
+    feats: F32  # (n, len(FEATURE_NAMES)) raw text features
+
+    @classmethod
+    def build(cls, rows: Sequence[OutcomeRow], vectors: F32) -> TrainingSet:
+        return cls(tuple(rows), vectors, feature_matrix([r.prompt for r in rows]))
+
+    @property
+    def weak(self) -> F64:
+        return np.array([r.weak for r in self.rows])
+
+    @property
+    def strong(self) -> F64:
+        return np.array([r.strong for r in self.rows])
+
+    def subset(self, mask: npt.NDArray[np.bool_]) -> TrainingSet:
+        rows = tuple(r for r, keep in zip(self.rows, mask, strict=True) if keep)
+        return TrainingSet(rows, self.vectors[mask], self.feats[mask])
+
+
+@dataclass(frozen=True, slots=True)
+class FitSettings:
+    l2: float = 3.0  # ridge penalty on the weights (not the bias)
+    iterations: int = 25
+    # Neighbour memory (routing/memory.py): principal components kept, neighbours averaged,
+    # weight of its logit next to the linear one.  Off by default (memory_k = 0): it helps on
+    # questions like the training ones (MMLU 5-fold APGR 0.624 -> 0.643 with k=100) and hurts
+    # on unseen kinds (leave-one-benchmark-out mean 0.51 -> 0.48); see docs/router.md.
+    memory_dim: int = 128
+    memory_k: int = 0
+    memory_alpha: float = 2.0
+
+
+def score_scale(weak: F64, strong: F64) -> float:
+    """1 for 0/1 outcomes; for graded ones (judge scores 1-10) a quarter of the range."""
+    both = np.concatenate([weak, strong])
+    if np.all(np.isin(both, (0.0, 1.0))):
+        return 1.0
+    return max(float(both.max() - both.min()) / 4, 1e-9)
+
+
+def soft_targets(data: TrainingSet) -> F64:
+    """The soft label per row, each source on its own score scale (see the module docstring)."""
+    weak, strong = data.weak, data.strong
+    out = np.empty(len(data.rows))
+    sources = np.array([r.source for r in data.rows])
+    for source in set(sources.tolist()):
+        mask = sources == source
+        scale = score_scale(weak[mask], strong[mask])
+        out[mask] = 0.5 + 0.5 * np.clip((strong[mask] - weak[mask]) / scale, -1, 1)
+    return out
+
+
+def source_weights(data: TrainingSet) -> F64:
+    """Per-row weights: each source's total is proportional to sqrt(its rows); mean 1."""
+    counts = Counter(r.source for r in data.rows)
+    w = np.array([np.sqrt(counts[r.source]) / counts[r.source] for r in data.rows])
+    return np.asarray(w * len(w) / w.sum(), dtype=np.float64)
+
+
+def fit(
+    data: TrainingSet, namespace: str, settings: FitSettings = FitSettings()
+) -> ClassifierModel:
+    mean = data.feats.mean(axis=0)
+    std = data.feats.std(axis=0) + 1e-6
+    x = np.hstack(
+        [data.vectors.astype(np.float64), (data.feats - mean) / std, np.ones((len(data.rows), 1))]
+    )
+    targets = soft_targets(data)
+    coef = _newton(x, targets, source_weights(data), settings)
+    memory = None
+    if settings.memory_k > 0:
+        memory = NeighbourMemory.build(
+            data.vectors, targets, dim=settings.memory_dim, k=settings.memory_k,
+            alpha=settings.memory_alpha,
+        )  # fmt: skip
+    dim = data.vectors.shape[1]
+    sources = Counter(r.source for r in data.rows)
+    return ClassifierModel(
+        namespace=namespace,
+        embed_weights=coef[:dim].astype(np.float32),
+        feature_weights=coef[dim:-1].astype(np.float32),
+        feature_mean=mean.astype(np.float32),
+        feature_std=std.astype(np.float32),
+        bias=float(coef[-1]),
+        info={"rows": len(data.rows), "sources": dict(sorted(sources.items())),
+              "target": "soft: 0.5 + 0.5*clip((strong-weak)/scale)", "l2": settings.l2,
+              "memory": None if memory is None else {"dim": settings.memory_dim,
+                        "k": settings.memory_k, "alpha": settings.memory_alpha}},
+        memory=memory,
+    )  # fmt: skip
+
+
+def _newton(x: F64, t: F64, w: F64, settings: FitSettings) -> F64:
+    d = x.shape[1]
+    penalty = np.full(d, settings.l2)
+    penalty[-1] = 0.0  # the bias is not shrunk
+    coef = np.zeros(d)
+    for _ in range(settings.iterations):
+        p = 1.0 / (1.0 + np.exp(-(x @ coef)))
+        grad = x.T @ (w * (p - t)) + penalty * coef
+        hess = (x * (w * p * (1 - p))[:, None]).T @ x + np.diag(penalty)
+        step = np.linalg.solve(hess, grad)
+        coef -= step
+        if float(np.abs(step).max()) < 1e-6:
+            break
+    return coef
+
+
+def prompt_folds(prompts: Sequence[str], k: int, seed: int = 0) -> npt.NDArray[np.int64]:
+    """A fold per row from a hash of its prompt: a repeated prompt never straddles two folds."""
+    salt = str(seed).encode()
+    return np.array(
+        [int.from_bytes(hashlib.blake2b(p.encode() + salt, digest_size=8).digest()) % k
+         for p in prompts]
+    )  # fmt: skip
+
+
+def out_of_fold_scores(
+    data: TrainingSet, namespace: str, k: int = 5, settings: FitSettings = FitSettings()
+) -> F64:
+    """P(complex) for every row from a model that never saw that row's prompt."""
+    folds = prompt_folds([r.prompt for r in data.rows], k)
+    out = np.empty(len(data.rows))
+    for fold in range(k):
+        test = folds == fold
+        model = fit(data.subset(~test), namespace, settings)
+        out[test] = model.p_complex_many(data.vectors[test], data.feats[test])
+    return out

@@ -1,0 +1,220 @@
+"""The semantic cache object: hits, partitions, namespaces, bounds, TTL, restart, admin."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hybrid_gateway.cache.semantic.cache import CacheBounds, Namespace, SemanticCache, entry_bytes
+from hybrid_gateway.cache.semantic.decision import DecisionRule
+from hybrid_gateway.cache.semantic.store import SqliteEntryStore
+from hybrid_gateway.resilience.clock import ManualClock
+from hybrid_gateway.types import Usage
+from tests.embedding.fakes import hashed_vector
+
+USAGE = Usage(10, 5)
+NS = Namespace("tenant:a", "hashing@1")
+RULE = DecisionRule(threshold=0.9)
+
+
+def make(
+    clock: ManualClock | None = None,
+    *,
+    store: SqliteEntryStore | None = None,
+    max_entries: int = 1000,
+    max_bytes: int = 10_000_000,
+    ttl_s: float = 3600,
+) -> SemanticCache:
+    return SemanticCache(
+        bounds=CacheBounds(ttl_s=ttl_s, max_entries=max_entries, max_bytes=max_bytes),
+        rule=RULE, clock=clock or ManualClock(), store=store, epoch=1_000_000.0,
+    )  # fmt: skip
+
+
+async def put(cache: SemanticCache, question: str, body: bytes = b"answer", **kw: object) -> int:
+    ns = kw.get("ns", NS)
+    bucket = kw.get("bucket", "b")
+    assert isinstance(ns, Namespace) and isinstance(bucket, str)
+    entry_id = await cache.put(ns, bucket, question, hashed_vector(question), body, USAGE)
+    assert entry_id is not None
+    return entry_id
+
+
+async def ask(cache: SemanticCache, question: str, ns: Namespace = NS, bucket: str = "b") -> bool:
+    found = await cache.lookup(ns, bucket, question, hashed_vector(question))
+    return found.hit
+
+
+async def test_paraphrase_hits_and_unrelated_misses() -> None:
+    cache = make()
+    await put(cache, "how do I reset my password")
+    found = await cache.lookup(NS, "b", "how do I reset my password?",
+                               hashed_vector("how do I reset my password?"))  # fmt: skip
+    assert found.hit and found.entry is not None and found.entry.body == b"answer"
+    assert found.verdict is not None and found.verdict.similarity > 0.9
+    assert "threshold" in found.verdict.passed and "numbers" in found.verdict.passed
+    assert not await ask(cache, "what is the capital of France")
+    await cache.aclose()
+
+
+async def test_guards_refuse_a_near_duplicate_with_another_number() -> None:
+    cache = make()
+    await put(cache, "转账限额是5000元吗")
+    found = await cache.lookup(NS, "b", "转账限额是50000元吗", hashed_vector("转账限额是50000元吗"))
+    assert found.verdict is not None and not found.hit
+    assert found.verdict.similarity >= RULE.threshold and found.verdict.failed == ("numbers",)
+    await cache.aclose()
+
+
+async def test_other_bucket_and_other_embedder_version_never_hit() -> None:
+    cache = make()
+    await put(cache, "how do I reset my password")
+    assert await ask(cache, "how do I reset my password")
+    assert not await ask(cache, "how do I reset my password", bucket="other-context")
+    new_model = Namespace(NS.scope, "hashing@2")
+    assert not await ask(cache, "how do I reset my password", ns=new_model)
+    await cache.aclose()
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    writes=st.lists(
+        st.tuples(st.sampled_from(["t1", "t2", "t3", "t4"]), st.sampled_from(["q1", "q2", "q3"])),
+        min_size=1, max_size=12,
+    ),
+    reader=st.sampled_from(["t1", "t2", "t3", "t4"]),
+    question=st.sampled_from(["q1", "q2", "q3"]),
+)  # fmt: skip
+async def test_no_cross_tenant_hit(
+    writes: list[tuple[str, str]], reader: str, question: str
+) -> None:
+    """Whatever was written by whom, a tenant is only ever served its own answers."""
+    cache = make()
+    texts = {"q1": "how do I open an account", "q2": "how do I close an account",
+             "q3": "what are your opening hours"}  # fmt: skip
+    for tenant, q in writes:
+        await put(
+            cache,
+            texts[q],
+            body=f"{tenant}".encode(),
+            ns=Namespace(f"tenant:{tenant}", NS.embedder),
+        )
+    ns = Namespace(f"tenant:{reader}", NS.embedder)
+    found = await cache.lookup(ns, "b", texts[question], hashed_vector(texts[question]))
+    if found.hit:
+        assert found.entry is not None and found.entry.body == reader.encode()
+    assert found.hit == ((reader, question) in writes)
+    await cache.aclose()
+
+
+async def test_ttl_expires_entries() -> None:
+    clock = ManualClock()
+    cache = make(clock, ttl_s=60)
+    await put(cache, "how do I reset my password")
+    await clock.advance(59)
+    assert await ask(cache, "how do I reset my password")
+    await clock.advance(2)
+    assert not await ask(cache, "how do I reset my password")
+    assert cache.entries == 0 and cache.size_bytes == 0
+    await cache.aclose()
+
+
+async def test_eviction_keeps_memory_under_the_bound_lru_first() -> None:
+    body = b"x" * 1000
+    one = len(body) + 64 * 4 + 200 + len("question 00")  # answer + vector + overhead + text
+    cache = make(max_bytes=5 * one + 10)
+    ids = [await put(cache, f"question {i:02d}", body) for i in range(3)]
+    assert await ask(cache, "question 00")  # 0 is now the most recently used
+    for i in range(3, 20):
+        await put(cache, f"question {i:02d}", body)
+        assert cache.size_bytes <= 5 * one + 10
+    assert cache.entries == 5
+    assert await cache.get(ids[1]) is None  # least recently used went first
+    assert await ask(cache, "question 19")
+    await cache.aclose()
+
+
+async def test_entry_bound() -> None:
+    cache = make(max_entries=3)
+    for i in range(10):
+        await put(cache, f"question number {i}")
+    assert cache.entries == 3
+    assert await ask(cache, "question number 9") and not await ask(cache, "question number 0")
+    await cache.aclose()
+
+
+async def test_survives_restart_and_bounds_apply_on_load(tmp_path: Path) -> None:
+    path = tmp_path / "semantic.sqlite3"
+    clock = ManualClock()
+    first = make(clock, store=SqliteEntryStore(path))
+    kept = await put(first, "how do I reset my password", b"reset it here")
+    await put(first, "what are your opening hours", b"nine to five")
+    await first.aclose()
+
+    second = make(clock, store=SqliteEntryStore(path))
+    assert await second.load("hashing@1") == 2
+    found = await second.lookup(NS, "b", "how do I reset my password",
+                                hashed_vector("how do I reset my password"))  # fmt: skip
+    assert found.hit and found.entry is not None and found.entry.id == kept
+    assert found.entry.body == b"reset it here" and found.entry.usage == USAGE
+    new_id = await put(second, "where is the nearest branch")
+    assert new_id > kept  # ids continue after a restart
+    await second.aclose()
+
+    other_version = make(clock, store=SqliteEntryStore(path))
+    assert await other_version.load("hashing@2") == 0  # another model's vectors never load
+    await other_version.aclose()
+
+
+async def test_expired_entries_are_dropped_at_load(tmp_path: Path) -> None:
+    path = tmp_path / "semantic.sqlite3"
+    clock = ManualClock()
+    first = make(clock, store=SqliteEntryStore(path), ttl_s=60)
+    await put(first, "how do I reset my password")
+    await first.aclose()
+    await clock.advance(120)
+    second = make(clock, store=SqliteEntryStore(path), ttl_s=60)
+    assert await second.load("hashing@1") == 0
+    await second.aclose()
+
+
+async def test_admin_invalidate_correct_and_drop_scope(tmp_path: Path) -> None:
+    path = tmp_path / "semantic.sqlite3"
+    cache = make(store=SqliteEntryStore(path))
+    wrong = await put(cache, "how do I reset my password", b"wrong answer")
+    other = await put(cache, "what are your opening hours")
+    assert await cache.correct(wrong, b"right answer")
+    found = await cache.lookup(NS, "b", "how do I reset my password",
+                               hashed_vector("how do I reset my password"))  # fmt: skip
+    assert found.entry is not None and found.entry.body == b"right answer"
+    assert await cache.invalidate(other)
+    assert not await cache.invalidate(other)
+    assert not await ask(cache, "what are your opening hours")
+    await put(cache, "something else entirely", ns=Namespace("tenant:b", NS.embedder))
+    assert await cache.invalidate_scope("tenant:a") == 1
+    assert cache.entries == 1
+    await cache.aclose()
+
+    reloaded = make(store=SqliteEntryStore(path))
+    assert await reloaded.load("hashing@1") == 1  # the changes were written through
+    await reloaded.aclose()
+
+
+async def test_find_lists_nearest_entries_for_an_operator() -> None:
+    cache = make()
+    await put(cache, "how do I reset my password")
+    await put(cache, "how do I change my password")
+    found = await cache.find(NS, "b", hashed_vector("reset password"), k=5)
+    assert [e.question for e, _ in found][:1] == ["how do I reset my password"]
+    assert len(found) == 2
+    await cache.aclose()
+
+
+def test_entry_bytes_counts_answer_question_and_vector() -> None:
+    from hybrid_gateway.cache.semantic.store import StoredEntry
+
+    entry = StoredEntry(1, "s", "e", "b", "abc", np.zeros(64, np.float32), b"12345", USAGE, 0, 0)
+    assert entry_bytes(entry) == 5 + 3 + 256 + 200
