@@ -5,7 +5,8 @@
                  (cache/semantic/stage.py): a paraphrase judged the same -> its answer, cost 0.
                  The request's question embedding is attached to the record here, computed
                  lazily, at most once, shared with the router (embedding/lazy.py)
-    3. route     rules (the classifier and semantic cache plug in here in their own issues)
+    3. route     rules, then gates, exemplars and the classifier (routing/router.py), then the
+                 tenant's tiers and budget (tenancy/tiers.py)
     4. dispatch  the lane's channel (or its backup while the breaker is open), with retries
                  before the first byte (resilience/dispatch.py); then relayed chunk by chunk
     5. settle    usage -> cost; complete answers -> cache

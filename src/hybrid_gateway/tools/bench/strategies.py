@@ -8,8 +8,9 @@ gateway writes its request log.  The gateway always listens on 127.0.0.1 and a f
 
 - ``heavy-only``: no rules, default lane heavy, every cache off: the seed's baseline.
 - ``hybrid``: the base config's routing rules, every cache off.
-- ``hybrid-cache``: the base config's rules with the exact cache on.  The semantic cache and
-  degradation join this strategy when their issues land; until then it is rules + exact cache.
+- ``hybrid-cache``: the base config's rules with the exact cache on.  The semantic cache is
+  measured on labelled pairs (``cache eval``, ``bench semantic``) and degradation under faults
+  and overload (``bench degrade``); neither is switched on in this strategy.
 """
 
 from __future__ import annotations
@@ -66,8 +67,8 @@ STRATEGIES: Mapping[str, Strategy] = {
 STRATEGY_NOTES: Mapping[str, str] = {
     "heavy-only": "every request to the heavy lane; no rules; caches off",
     "hybrid": "the base config's routing rules; caches off",
-    "hybrid-cache": "the base config's routing rules + exact cache (semantic cache and "
-    "degradation not built yet)",
+    "hybrid-cache": "the base config's routing rules + exact cache (semantic cache: "
+    "`cache eval`; degradation: `bench degrade`)",
 }
 
 
