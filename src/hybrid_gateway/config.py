@@ -31,6 +31,7 @@ from hybrid_gateway.configbase import (
 )
 from hybrid_gateway.embedding.settings import EmbeddingConfig
 from hybrid_gateway.errors import ConfigError
+from hybrid_gateway.observability.prompts import PromptMode
 from hybrid_gateway.resilience.settings import DeferredConfig, LaneQueueConfig, SheddingConfig
 from hybrid_gateway.routing.settings import RoutingConfig
 from hybrid_gateway.stores.settings import StoresConfig
@@ -43,6 +44,10 @@ class RequestLogConfig(_Strict):
     # The write-ahead journal is appended on every request; SQLite is fed from it in batches.
     flush_interval_ms: PositiveInt = 200
     enabled: bool = True
+    # Rows older than this are deleted on start and then about once an hour (None: kept forever).
+    retention_days: PositiveFloat | None = None
+    # What the `prompt` column keeps of the last user message (observability/prompts.py).
+    prompts: PromptMode = "none"
 
 
 class ServerConfig(_Strict):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-from hybrid_gateway.api import dashboard, feedback, results, routes
+from hybrid_gateway.api import dashboard, feedback, reload, results, routes
 from hybrid_gateway.api.admin import add_admin_routes
 from hybrid_gateway.api.admin_cache import add_admin_cache_routes
 from hybrid_gateway.api.error_mapping import http_error_response
@@ -71,4 +71,5 @@ def create_app(
     add_admin_routes(app)
     add_admin_cache_routes(app)  # /admin/cache/semantic/...
     results.mount(app)  # GET /v1/gateway/results/{request_id}
+    reload.mount(app, config_path)  # POST /admin/reload
     return app

@@ -83,6 +83,8 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         chat = parse_chat_request(parse_body(raw))
         check_message_count(chat, runtime.config.server.max_messages)
         record.model, record.stream = chat.model, chat.stream
+        if runtime.request_log is not None:  # server.request_log.prompts
+            runtime.request_log.note_prompt(chat.messages, record)
         if chat.model not in runtime.model_ids:
             raise ModelNotFound(
                 f"The model '{chat.model}' does not exist on this gateway; "

@@ -132,11 +132,14 @@ def build_runtime(
         SqliteRequestLog(
             resolve_path(config_path, log_cfg.path),
             flush_interval_s=log_cfg.flush_interval_ms / 1000,
+            retention_days=log_cfg.retention_days,
+            prompts=log_cfg.prompts,
         )
         if log_cfg.enabled
         else None
     )
     metrics = GatewayMetrics()
+    metrics.config_loaded.set(time.time())
     if shared is not None:
         shared.health.listen(metrics)
     tenancy = build_tenancy(

@@ -15,6 +15,7 @@ import sys
 from aiohttp import web
 
 from hybrid_gateway.api.app import create_app
+from hybrid_gateway.api.reload import reload_on_sighup
 from hybrid_gateway.api.workers import run_workers
 from hybrid_gateway.config import load_config
 from hybrid_gateway.errors import ConfigError
@@ -53,13 +54,18 @@ def run(args: argparse.Namespace) -> int:
     try:
         run_with_best_loop(
             serve_until_signalled(
-                runner, host, port, "gateway", _tune_gc, reuse_port=args.worker_process
+                runner, host, port, "gateway", lambda: _started(app), reuse_port=args.worker_process
             )
         )
     except ConfigError as exc:  # raised while building the runtime (e.g. a missing API key env)
         print(f"config error: {exc}", file=sys.stderr)
         return 2
     return 0
+
+
+def _started(app: web.Application) -> None:
+    reload_on_sighup(app)  # api/reload.py: routing rules and thresholds
+    _tune_gc()
 
 
 def _tune_gc() -> None:

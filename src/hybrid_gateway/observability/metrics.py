@@ -82,6 +82,13 @@ class GatewayMetrics:
             names.QUEUE_WAIT_SECONDS, "Wait for a slot in the lane's queue before dispatch",
             ["lane"], _LATENCY_BUCKETS,
         ))  # fmt: skip
+        self.config_reloads = r.add(Counter(
+            names.CONFIG_RELOADS, "Config reloads (SIGHUP, POST /admin/reload) by outcome",
+            ["outcome"],
+        ))  # fmt: skip
+        self.config_loaded = r.add(
+            Gauge(names.CONFIG_LOADED, "When the config in force was loaded (Unix seconds)")
+        )
         self._degradation_metrics(r)
 
     def _degradation_metrics(self, r: Registry) -> None:

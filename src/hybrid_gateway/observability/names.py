@@ -39,3 +39,6 @@ QUEUE_WAIT_SECONDS = "hybrid_gateway_queue_wait_seconds"  # histogram: lane (lan
 TENANT_REQUESTS = "hybrid_gateway_tenant_requests"  # cache hits and errors included
 TENANT_COST_USD = "hybrid_gateway_tenant_cost_usd"  # upstream cost (0 for a cache hit)
 TENANT_SAVED_USD = "hybrid_gateway_tenant_saved_usd"  # what cache hits would have cost
+# Hot reload (api/reload.py)
+CONFIG_RELOADS = "hybrid_gateway_config_reloads"  # counter: outcome (ok|rejected)
+CONFIG_LOADED = "hybrid_gateway_config_loaded_timestamp_seconds"  # gauge: config in force since

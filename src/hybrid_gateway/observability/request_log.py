@@ -20,20 +20,22 @@ import functools
 import itertools
 import sqlite3
 import threading
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from hybrid_gateway.observability.journal import MmapJournal, journal_lines, leftover_journals
+from hybrid_gateway.observability.prompts import PROMPT_KEY, PromptMode, note_prompt
 from hybrid_gateway.types import TIER_FALLBACK, RequestRecord
 
 COLUMNS: tuple[str, ...] = (
     "request_id", "ts", "tenant", "model", "stream", "lane", "channel", "rule", "score",
     "cache", "similarity", "status", "error_code", "prompt_tokens", "completion_tokens",
     "usage_estimated", "cost_usd", "latency_ms", "upstream_ms", "ttft_ms", "retries",
-    "fallback", "cache_key", "app", "saved_usd", "queue_ms",
+    "fallback", "cache_key", "app", "saved_usd", "queue_ms", "prompt",
 )  # fmt: skip
 
 _SCHEMA = f"""
@@ -46,7 +48,9 @@ CREATE INDEX IF NOT EXISTS requests_ts ON requests (ts);
 
 Row = tuple[Any, ...]
 
-_ROWS_PER_STATEMENT = 500  # x 26 columns stays under SQLite's 32,766 bound variables
+# How often the flusher deletes the rows past server.request_log.retention_days.
+EXPIRY_INTERVAL_S = 3600.0
+_ROWS_PER_STATEMENT = 500  # x 27 columns stays under SQLite's 32,766 bound variables
 _ONE_ROW = "(" + ", ".join("?" for _ in COLUMNS) + ")"
 
 
@@ -87,6 +91,7 @@ def record_row(record: RequestRecord) -> Row:
         record.app,
         _saved_usd(record),
         _queue_ms(record),
+        _prompt(record),
     )
 
 
@@ -94,6 +99,12 @@ def _queue_ms(record: RequestRecord) -> float | None:
     """Time spent waiting for a lane slot (lanes with a queue, ``Dispatcher._slot``)."""
     waited = record.extra.get("queue_ms")
     return round(waited, 3) if isinstance(waited, float) else None
+
+
+def _prompt(record: RequestRecord) -> str | None:
+    """The prompt as ``server.request_log.prompts`` keeps it (``prompts.note_prompt``)."""
+    prompt = record.extra.get(PROMPT_KEY)
+    return prompt if isinstance(prompt, str) else None
 
 
 def _saved_usd(record: RequestRecord) -> float | None:
@@ -105,9 +116,22 @@ def _saved_usd(record: RequestRecord) -> float | None:
 class SqliteRequestLog:
     """Journal-then-SQLite request log.  ``write`` is cheap and safe to call on the event loop."""
 
-    def __init__(self, path: Path, *, flush_interval_s: float = 0.2) -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        flush_interval_s: float = 0.2,
+        retention_days: float | None = None,
+        prompts: PromptMode = "none",
+        wall: Callable[[], float] = time.time,
+    ) -> None:
         self.path = path
         self._flush_interval_s = flush_interval_s
+        # Rows are stamped with the wall clock (``RequestRecord.started_at``), so retention is too.
+        self._retention_s = retention_days * 86_400 if retention_days is not None else None
+        self._wall = wall
+        self._last_expiry = float("-inf")
+        self.prompts: PromptMode = prompts
         self._lock = threading.Lock()  # guards the journal and the pending rows together
         self._flush_lock = threading.Lock()  # one flush at a time
         self._stop = threading.Event()
@@ -119,9 +143,15 @@ class SqliteRequestLog:
         self._db.executescript(_SCHEMA)
         _add_new_columns(self._db)
         self._replay_leftovers()
+        self._expire_if_due()  # on start, then about hourly from the flusher thread
         self._journal = MmapJournal(path.parent, path.name)
         self._thread = threading.Thread(target=self._run, name="request-log", daemon=True)
         self._thread.start()
+
+    def note_prompt(self, messages: Sequence[Mapping[str, Any]], record: RequestRecord) -> None:
+        """Keep the last user message on ``record`` as ``prompts`` says (nothing by default)."""
+        if self.prompts != "none":
+            note_prompt(self.prompts, messages, record)
 
     def write(self, record: RequestRecord) -> None:
         row = record_row(record)
@@ -160,9 +190,26 @@ class SqliteRequestLog:
         with self._flush_lock:
             return list(self._db.execute(sql, params))
 
+    def expire(self) -> int:
+        """Delete the rows older than the retention period; return how many went."""
+        if self._retention_s is None:
+            return 0
+        with self._flush_lock:
+            now = self._wall()
+            self._last_expiry = now
+            cursor = self._db.execute(
+                "DELETE FROM requests WHERE ts < ?", (now - self._retention_s,)
+            )
+            return cursor.rowcount
+
+    def _expire_if_due(self) -> None:
+        if self._retention_s is not None and self._wall() - self._last_expiry >= EXPIRY_INTERVAL_S:
+            self.expire()
+
     def _run(self) -> None:
         while not self._stop.wait(self._flush_interval_s):
             self.flush()
+            self._expire_if_due()
 
     def _replay_leftovers(self) -> None:
         for journal in list(leftover_journals(self.path.parent, self.path.name)):

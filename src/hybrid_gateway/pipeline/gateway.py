@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from hybrid_gateway.accounting.prices import Price
@@ -89,6 +89,10 @@ class PipelineParts:
 class Pipeline:
     def __init__(self, parts: PipelineParts) -> None:
         self._p = parts
+
+    def replace_router(self, router: Router) -> None:
+        """Hot reload (api/reload.py): one assignment; routed requests keep their decision."""
+        self._p = replace(self._p, router=router)
 
     # -- stages 1-3 ------------------------------------------------------------------------
     async def _lookup(self, request: ChatRequest, record: RequestRecord) -> CacheLookup:

@@ -56,7 +56,9 @@ class _Connection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.closed = False
         self.reused = False
-        self._parser = httptools.HttpResponseParser(self)
+        # The parser holds our bound callbacks, a reference cycle that ``connection_lost``
+        # breaks: left to the cyclic GC, dead connections piled up between full collections.
+        self._parser: httptools.HttpResponseParser | None = httptools.HttpResponseParser(self)
         self._headers: dict[str, str] = {}
         self._head: Head | None = None
         self._chunks: deque[bytes] = deque()
@@ -73,6 +75,8 @@ class _Connection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self._received_any = True
+        if self._parser is None:
+            return  # after connection_lost: nothing can be answered on this connection now
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserError as exc:
@@ -81,6 +85,12 @@ class _Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        try:
+            self._settle(exc)
+        finally:
+            self._parser = None  # see __init__: frees this connection without the cyclic GC
+
+    def _settle(self, exc: Exception | None) -> None:
         if self._complete:
             return
         if exc is None and self._head is not None and _delimited_by_close(self._head):
@@ -95,6 +105,7 @@ class _Connection(asyncio.Protocol):
         self._headers[name.decode("latin-1").lower()] = value.decode("latin-1")
 
     def on_headers_complete(self) -> None:
+        assert self._parser is not None  # llhttp calls back from inside feed_data
         self._head = Head(self._parser.get_status_code(), self._headers)
         self._wake()
 
@@ -104,7 +115,7 @@ class _Connection(asyncio.Protocol):
 
     def on_message_complete(self) -> None:
         self._complete = True
-        self.keep_alive = self._parser.should_keep_alive()
+        self.keep_alive = self._parser is not None and self._parser.should_keep_alive()
         self._wake()
 
     # -- the exchange ------------------------------------------------------------------
@@ -154,15 +165,19 @@ class _Connection(asyncio.Protocol):
         self.closed = True
 
     async def _wait(self) -> None:
-        if self._error is not None:
-            raise self._error
+        self._raise_error()
         self._waiter = asyncio.get_running_loop().create_future()
         try:
             await self._waiter
         finally:
             self._waiter = None
+        self._raise_error()
+
+    def _raise_error(self) -> None:
+        """Raise a copy of the stored error: raising the stored one would attach a traceback
+        whose frames hold this connection, another cycle left to the cyclic GC."""
         if self._error is not None:
-            raise self._error
+            raise type(self._error)(*self._error.args)
 
     def _wake(self) -> None:
         if self._waiter is not None and not self._waiter.done():

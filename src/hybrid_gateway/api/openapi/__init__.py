@@ -18,7 +18,15 @@ import orjson
 from aiohttp import web
 
 from hybrid_gateway import __version__
-from hybrid_gateway.api.openapi import admin, admin_cache, chat, observe, operations, results
+from hybrid_gateway.api.openapi import (
+    admin,
+    admin_cache,
+    chat,
+    observe,
+    operations,
+    reload,
+    results,
+)
 from hybrid_gateway.api.openapi.parts import COMPONENT_HEADERS, COMPONENT_SCHEMAS, Section
 
 __all__ = ["SECTIONS", "build_spec", "openapi_json"]
@@ -30,6 +38,7 @@ SECTIONS: tuple[Callable[[], Section], ...] = (
     admin.section,
     admin_cache.section,
     results.section,
+    reload.section,
 )
 
 

@@ -1,0 +1,49 @@
+"""Hot reload of the routing section, behind the admin key (api/reload.py, docs/operations.md)."""
+
+from __future__ import annotations
+
+from hybrid_gateway.api.openapi.admin import SECURITY_NOTE
+from hybrid_gateway.api.openapi.parts import Section, error_responses, json_response, ref
+
+__all__ = ["section"]
+
+
+def section() -> Section:
+    return Section(
+        paths={
+            "/admin/reload": {
+                "post": {
+                    "operationId": "reloadConfig",
+                    "summary": "Reload routing rules and thresholds from the config file",
+                    "description": "Reads the file `serve --config` named again. Only the "
+                    "`routing` section may differ from the config in force; a file that fails "
+                    "validation or changes any other section is refused with 400 "
+                    "`config_rejected` (the message names the file, field and what was "
+                    "expected; `param` is the field) and the old config stays. Requests in "
+                    "flight finish on the router they started with." + SECURITY_NOTE,
+                    "tags": ["admin"],
+                    "responses": {
+                        "200": json_response("The new config is in force.", ref("ConfigReload")),
+                        **error_responses(400, 401, 403),
+                    },
+                }
+            },
+        },
+        schemas={
+            "ConfigReload": {
+                "type": "object",
+                "required": ["object", "status", "sha256", "loaded_at", "changed"],
+                "properties": {
+                    "object": {"type": "string", "const": "gateway.config_reload"},
+                    "status": {"type": "string", "const": "reloaded"},
+                    "sha256": {"type": "string", "description": "SHA-256 of the file read"},
+                    "loaded_at": {"type": "number", "description": "Unix seconds"},
+                    "changed": {
+                        "type": "array",
+                        "items": {"type": "string"},
+                        "description": "Config sections that differed (empty: none)",
+                    },
+                },
+            }
+        },
+    )
