@@ -30,6 +30,19 @@ def float_at_least(low: float) -> Callable[[str], float]:
     return parse
 
 
+def add_process_options(parser: argparse.ArgumentParser, *, plots: str) -> None:
+    """``--startup-timeout`` and ``--no-plots``, shared by the commands that start processes."""
+    parser.add_argument(
+        "--startup-timeout",
+        type=float,
+        default=60.0,
+        help="seconds to wait for each process's listening line (60)",
+    )
+    parser.add_argument(
+        "--no-plots", action="store_true", help=f"skip {plots} (no matplotlib needed)"
+    )
+
+
 def concurrency_list(text: str) -> list[int]:
     """A comma list of concurrency levels, each >= 1."""
     try:

@@ -14,7 +14,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from hybrid_gateway.tools.cliargs import concurrency_list, float_at_least, int_at_least
+from hybrid_gateway.tools.cliargs import (
+    add_process_options,
+    concurrency_list,
+    float_at_least,
+    int_at_least,
+)
 
 __all__ = ["add_arguments", "run"]
 
@@ -88,15 +93,7 @@ def _load_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--out", type=Path, default=Path("out/bench"), help="report folder (out/bench/)"
     )
-    parser.add_argument(
-        "--startup-timeout",
-        type=float,
-        default=60.0,
-        help="seconds to wait for each process's listening line (60)",
-    )
-    parser.add_argument(
-        "--no-plots", action="store_true", help="skip the PNG plots (no matplotlib needed)"
-    )
+    add_process_options(parser, plots="the PNG plots")
 
 
 def run(args: argparse.Namespace) -> int:

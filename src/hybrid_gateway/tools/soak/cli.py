@@ -6,7 +6,7 @@ import argparse
 import re
 from pathlib import Path
 
-from hybrid_gateway.tools.cliargs import float_at_least, int_at_least
+from hybrid_gateway.tools.cliargs import add_process_options, float_at_least, int_at_least
 
 __all__ = ["add_arguments", "duration", "run"]
 
@@ -42,15 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--out", type=Path, default=Path("out/soak"), help="report folder (out/soak/)"
     )
-    parser.add_argument(
-        "--startup-timeout",
-        type=float,
-        default=60.0,
-        help="seconds to wait for each process's listening line (60)",
-    )
-    parser.add_argument(
-        "--no-plots", action="store_true", help="skip the PNG (no matplotlib needed)"
-    )
+    add_process_options(parser, plots="the PNG")
 
 
 def warmup_s(args: argparse.Namespace) -> float:
