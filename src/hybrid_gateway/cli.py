@@ -45,6 +45,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "keys": ("hybrid_gateway.tenancy.keys_cli", "API keys: `keys create | list | revoke`"),
     "report": ("hybrid_gateway.accounting.report_cli", "cost per tenant/lane/...: `report cost`"),
+    "misroutes": (
+        "hybrid_gateway.review.cli",
+        "the weekly misroute review: clusters, proposed rule changes, replayed; `--apply N`",
+    ),
 }
 
 

@@ -146,3 +146,16 @@ def test_breakeven_from_log_fills_what_the_command_line_left_out(
     out = capsys.readouterr().out
     assert out.startswith("from log        5 requests: 1 cache hits, light 2, heavy 2")
     assert "heavy 50.0% of 80.0% cache misses" in out
+
+
+def test_report_names_the_postgres_limitation(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "gateway.yaml"
+    config.write_text(
+        "channels: {a: {base_url: 'http://127.0.0.1:1/v1', model: m}}\n"
+        "lanes: {light: {channel: a}, heavy: {channel: a}}\n"
+        "stores: {records: postgres}\n"
+    )
+    assert main(["report", "cost", "--config", str(config)]) == 2
+    assert "stores.records: postgres" in capsys.readouterr().err

@@ -1,18 +1,26 @@
-"""The semantic cache object: hits, partitions, namespaces, bounds, TTL, restart, admin."""
+"""The semantic cache object: hits, partitions, namespaces, bounds, TTL, restart, admin.
+
+Tests about what is stored and found run against both backends (``backend`` fixture): the
+in-process ``SemanticCache`` and ``PgSemanticCache`` on a real PostgreSQL + pgvector.
+"""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import numpy as np
-from hypothesis import given, settings
+import pytest
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from hybrid_gateway.cache.semantic.backend import SemanticBackend
 from hybrid_gateway.cache.semantic.cache import CacheBounds, Namespace, SemanticCache, entry_bytes
 from hybrid_gateway.cache.semantic.decision import DecisionRule
 from hybrid_gateway.cache.semantic.store import SqliteEntryStore
 from hybrid_gateway.resilience.clock import ManualClock
 from hybrid_gateway.types import Usage
+from tests.cache.semantic_backends import Factory, backend_factory
 from tests.embedding.fakes import hashed_vector
 
 USAGE = Usage(10, 5)
@@ -34,7 +42,14 @@ def make(
     )  # fmt: skip
 
 
-async def put(cache: SemanticCache, question: str, body: bytes = b"answer", **kw: object) -> int:
+@pytest.fixture(params=["memory", "postgres"])
+async def backend(request: pytest.FixtureRequest) -> AsyncIterator[Factory]:
+    """``backend(clock, max_entries=, ttl_s=)``: an empty cache of the parametrised kind."""
+    async with backend_factory(request, RULE) as factory:
+        yield factory
+
+
+async def put(cache: SemanticBackend, question: str, body: bytes = b"answer", **kw: object) -> int:
     ns = kw.get("ns", NS)
     bucket = kw.get("bucket", "b")
     assert isinstance(ns, Namespace) and isinstance(bucket, str)
@@ -43,13 +58,17 @@ async def put(cache: SemanticCache, question: str, body: bytes = b"answer", **kw
     return entry_id
 
 
-async def ask(cache: SemanticCache, question: str, ns: Namespace = NS, bucket: str = "b") -> bool:
+async def ask(cache: SemanticBackend, question: str, ns: Namespace = NS, bucket: str = "b") -> bool:
     found = await cache.lookup(ns, bucket, question, hashed_vector(question))
     return found.hit
 
 
-async def test_paraphrase_hits_and_unrelated_misses() -> None:
-    cache = make()
+async def entries(cache: SemanticBackend) -> object:
+    return (await cache.stats())["entries"]
+
+
+async def test_paraphrase_hits_and_unrelated_misses(backend: Factory) -> None:
+    cache = await backend()
     await put(cache, "how do I reset my password")
     found = await cache.lookup(NS, "b", "how do I reset my password?",
                                hashed_vector("how do I reset my password?"))  # fmt: skip
@@ -57,29 +76,28 @@ async def test_paraphrase_hits_and_unrelated_misses() -> None:
     assert found.verdict is not None and found.verdict.similarity > 0.9
     assert "threshold" in found.verdict.passed and "numbers" in found.verdict.passed
     assert not await ask(cache, "what is the capital of France")
-    await cache.aclose()
 
 
-async def test_guards_refuse_a_near_duplicate_with_another_number() -> None:
-    cache = make()
+async def test_guards_refuse_a_near_duplicate_with_another_number(backend: Factory) -> None:
+    cache = await backend()
     await put(cache, "转账限额是5000元吗")
     found = await cache.lookup(NS, "b", "转账限额是50000元吗", hashed_vector("转账限额是50000元吗"))
     assert found.verdict is not None and not found.hit
     assert found.verdict.similarity >= RULE.threshold and found.verdict.failed == ("numbers",)
-    await cache.aclose()
 
 
-async def test_other_bucket_and_other_embedder_version_never_hit() -> None:
-    cache = make()
+async def test_other_bucket_and_other_embedder_version_never_hit(backend: Factory) -> None:
+    cache = await backend()
     await put(cache, "how do I reset my password")
     assert await ask(cache, "how do I reset my password")
     assert not await ask(cache, "how do I reset my password", bucket="other-context")
     new_model = Namespace(NS.scope, "hashing@2")
     assert not await ask(cache, "how do I reset my password", ns=new_model)
-    await cache.aclose()
 
 
-@settings(max_examples=40, deadline=None)
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)  # each example: backend()
 @given(
     writes=st.lists(
         st.tuples(st.sampled_from(["t1", "t2", "t3", "t4"]), st.sampled_from(["q1", "q2", "q3"])),
@@ -89,10 +107,10 @@ async def test_other_bucket_and_other_embedder_version_never_hit() -> None:
     question=st.sampled_from(["q1", "q2", "q3"]),
 )  # fmt: skip
 async def test_no_cross_tenant_hit(
-    writes: list[tuple[str, str]], reader: str, question: str
+    backend: Factory, writes: list[tuple[str, str]], reader: str, question: str
 ) -> None:
     """Whatever was written by whom, a tenant is only ever served its own answers."""
-    cache = make()
+    cache = await backend()
     texts = {"q1": "how do I open an account", "q2": "how do I close an account",
              "q3": "what are your opening hours"}  # fmt: skip
     for tenant, q in writes:
@@ -107,19 +125,18 @@ async def test_no_cross_tenant_hit(
     if found.hit:
         assert found.entry is not None and found.entry.body == reader.encode()
     assert found.hit == ((reader, question) in writes)
-    await cache.aclose()
 
 
-async def test_ttl_expires_entries() -> None:
+async def test_ttl_expires_entries(backend: Factory) -> None:
     clock = ManualClock()
-    cache = make(clock, ttl_s=60)
+    cache = await backend(clock, ttl_s=60)
     await put(cache, "how do I reset my password")
     await clock.advance(59)
     assert await ask(cache, "how do I reset my password")
     await clock.advance(2)
     assert not await ask(cache, "how do I reset my password")
-    assert cache.entries == 0 and cache.size_bytes == 0
-    await cache.aclose()
+    stats = await cache.stats()
+    assert stats["entries"] == 0 and stats["bytes"] == 0
 
 
 async def test_eviction_keeps_memory_under_the_bound_lru_first() -> None:
@@ -137,13 +154,12 @@ async def test_eviction_keeps_memory_under_the_bound_lru_first() -> None:
     await cache.aclose()
 
 
-async def test_entry_bound() -> None:
-    cache = make(max_entries=3)
+async def test_entry_bound(backend: Factory) -> None:
+    cache = await backend(max_entries=3)
     for i in range(10):
         await put(cache, f"question number {i}")
-    assert cache.entries == 3
+    assert await entries(cache) == 3
     assert await ask(cache, "question number 9") and not await ask(cache, "question number 0")
-    await cache.aclose()
 
 
 async def test_survives_restart_and_bounds_apply_on_load(tmp_path: Path) -> None:
@@ -181,36 +197,51 @@ async def test_expired_entries_are_dropped_at_load(tmp_path: Path) -> None:
     await second.aclose()
 
 
-async def test_admin_invalidate_correct_and_drop_scope(tmp_path: Path) -> None:
-    path = tmp_path / "semantic.sqlite3"
-    cache = make(store=SqliteEntryStore(path))
+async def test_admin_invalidate_correct_and_drop_scope(backend: Factory) -> None:
+    cache = await backend()
     wrong = await put(cache, "how do I reset my password", b"wrong answer")
     other = await put(cache, "what are your opening hours")
     assert await cache.correct(wrong, b"right answer")
     found = await cache.lookup(NS, "b", "how do I reset my password",
                                hashed_vector("how do I reset my password"))  # fmt: skip
     assert found.entry is not None and found.entry.body == b"right answer"
+    fixed = await cache.get(wrong)
+    assert fixed is not None and fixed.question == "how do I reset my password"
     assert await cache.invalidate(other)
     assert not await cache.invalidate(other)
+    assert await cache.get(other) is None
     assert not await ask(cache, "what are your opening hours")
     await put(cache, "something else entirely", ns=Namespace("tenant:b", NS.embedder))
-    assert await cache.invalidate_scope("tenant:a") == 1
-    assert cache.entries == 1
+    await put(cache, "a newer model wrote this", ns=Namespace(NS.scope, "hashing@2"))
+    assert await cache.invalidate_scope("tenant:a") == 2  # every embedder version of the scope
+    assert await entries(cache) == 1
+
+
+async def test_admin_changes_are_written_through(tmp_path: Path) -> None:
+    path = tmp_path / "semantic.sqlite3"
+    cache = make(store=SqliteEntryStore(path))
+    wrong = await put(cache, "how do I reset my password", b"wrong answer")
+    other = await put(cache, "what are your opening hours")
+    assert await cache.correct(wrong, b"right answer")
+    assert await cache.invalidate(other)
+    await put(cache, "something else entirely", ns=Namespace("tenant:b", NS.embedder))
+    assert await cache.invalidate_scope("tenant:b") == 1
     await cache.aclose()
 
     reloaded = make(store=SqliteEntryStore(path))
-    assert await reloaded.load("hashing@1") == 1  # the changes were written through
+    assert await reloaded.load("hashing@1") == 1
+    entry = await reloaded.get(wrong)
+    assert entry is not None and entry.body == b"right answer"
     await reloaded.aclose()
 
 
-async def test_find_lists_nearest_entries_for_an_operator() -> None:
-    cache = make()
+async def test_find_lists_nearest_entries_for_an_operator(backend: Factory) -> None:
+    cache = await backend()
     await put(cache, "how do I reset my password")
     await put(cache, "how do I change my password")
     found = await cache.find(NS, "b", hashed_vector("reset password"), k=5)
     assert [e.question for e, _ in found][:1] == ["how do I reset my password"]
     assert len(found) == 2
-    await cache.aclose()
 
 
 def test_entry_bytes_counts_answer_question_and_vector() -> None:

@@ -143,7 +143,7 @@ async def test_errors_and_tool_calls_are_never_stored(answer: Any) -> None:
     upstream.script["What is the weather in Paris?"] = answer
     with suppress(UpstreamUnavailable):
         await pipeline.complete(chat("What is the weather in Paris?"), record())
-    assert stage.cache.entries == 0
+    assert (await stage.cache.stats())["entries"] == 0
     await stage.aclose()
 
 
@@ -154,12 +154,12 @@ async def test_a_cut_stream_is_never_stored_a_complete_one_is() -> None:
         async with pipeline.stream(chat("Tell me a story", stream=True), record()) as events:
             async for _ in events:
                 pass
-    assert stage.cache.entries == 0
+    assert (await stage.cache.stats())["entries"] == 0
     upstream.script["Tell me a joke"] = "whole"
     async with pipeline.stream(chat("Tell me a joke", stream=True), record()) as events:
         async for _ in events:
             pass
-    assert stage.cache.entries == 1
+    assert (await stage.cache.stats())["entries"] == 1
     hit = record()
     async with pipeline.stream(chat("tell me a joke", stream=True), hit) as events:
         text = b"".join([e async for e in events])
@@ -171,7 +171,7 @@ async def test_uncacheable_questions_and_other_params_are_not_shared() -> None:
     pipeline, upstream, stage, _ = build()
     upstream.script["What is my balance?"] = completion("42")
     await pipeline.complete(chat("What is my balance?"), record())
-    assert stage.cache.entries == 0  # the operator marked it uncacheable
+    assert (await stage.cache.stats())["entries"] == 0  # the operator marked it uncacheable
     upstream.script["Name a colour"] = completion("Blue")
     await pipeline.complete(chat("Name a colour", temperature=0.2), record())
     other = record()

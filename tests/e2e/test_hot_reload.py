@@ -1,5 +1,6 @@
 """Hot reload in a real gateway process: SIGHUP and POST /admin/reload swap the routing rules,
-a request in flight finishes normally, and a broken file is refused with the old rules kept."""
+the tenants' quotas and the semantic cache's threshold; a request in flight finishes normally,
+the next ones follow the new values, and a broken file is refused with the old config kept."""
 
 from __future__ import annotations
 
@@ -124,8 +125,79 @@ def test_admin_reload_swaps_the_rules_and_refuses_a_broken_file(
     status, payload = post_reload(running)
     assert status == 400
     assert payload["error"]["code"] == "config_rejected"
-    assert payload["error"]["param"] == "channels"
+    assert payload["error"]["param"] == "channels.light-emu.base_url"
     assert str(running.config_path) in payload["error"]["message"]
     assert rule_for(sdk, "gamma please, in some detail") == "kw-gamma"
     assert rule_for(sdk, "delta please, in some detail") != "kw-delta"
     sdk.close()
+
+
+QUESTION, PARAPHRASE = "信用卡怎么激活", "信用卡如何激活？"
+
+
+def quota_config(
+    base: dict[str, Any], folder: Path, *, rate: dict[str, Any], daily: float, threshold: float
+) -> dict[str, Any]:
+    """``base`` with the semantic cache on (no exact cache) and quotas for tenant ``default``."""
+    semantic = {"enabled": True, "path": str(folder / "semantic.sqlite3"), "threshold": threshold}
+    tenant = {"rate": rate, "budget": {"daily": daily, "on_exceed": "refuse"}}
+    return {**base, "cache": {"exact": {"enabled": False}, "semantic": semantic},
+            "tenants": {"default": tenant}}  # fmt: skip
+
+
+def ask(sdk: openai.OpenAI, text: str) -> dict[str, str]:
+    raw = sdk.chat.completions.with_raw_response.create(
+        model="light", messages=[{"role": "user", "content": text}], max_tokens=8
+    )
+    return dict(raw.headers)
+
+
+def test_quotas_and_the_semantic_threshold_reload_with_a_stream_in_flight(
+    base: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HYBRID_GATEWAY_ADMIN_KEY", ADMIN_KEY)
+    slow = {"requests_per_s": 0.001, "burst": 3}  # three requests, then one per 1000 s
+    initial = quota_config(base, tmp_path, rate=slow, daily=100.0, threshold=0.98)
+    path = write_config(tmp_path / "gateway.yaml", initial)
+    with gateway(path, "gateway-quota-reload") as running:
+        sdk = openai.OpenAI(base_url=running.base_url, api_key="x", max_retries=0, timeout=60)
+        stream = sdk.chat.completions.create(
+            model="heavy", stream=True,
+            messages=[{"role": "user", "content": long_question("quota in flight", 140)}],
+        )  # fmt: skip
+        chunks = iter(stream)
+        first = next(chunks)  # admitted and under way: 2 requests left
+        assert ask(sdk, QUESTION)["x-gateway-cache"] == "miss"
+        hit = ask(sdk, PARAPHRASE)
+        assert hit["x-gateway-cache"] == "semantic"
+        similarity = float(hit["x-gateway-cache-similarity"])
+        with pytest.raises(openai.RateLimitError):
+            ask(sdk, "one too many")
+
+        # SIGHUP: a fast rate, a threshold above the paraphrase's similarity
+        fast = {"requests_per_s": 1000, "burst": 3}
+        strict = min(1.0, similarity + 0.002)
+        write_config(path, quota_config(base, tmp_path, rate=fast, daily=100.0, threshold=strict))
+        sighup_and_wait(running, "ok")
+        rest = list(chunks)  # the stream admitted under the old quota finishes
+        assert any(c.choices and c.choices[0].finish_reason == "stop" for c in rest)
+        text = "".join(c.choices[0].delta.content or "" for c in [first, *rest] if c.choices)
+        assert len(text.split()) > 40
+        assert ask(sdk, PARAPHRASE)["x-gateway-cache"] == "miss"  # admitted; no longer a hit
+
+        # the admin call: a daily cap below what was spent before the reloads
+        write_config(path, quota_config(base, tmp_path, rate=fast, daily=1e-5, threshold=0.98))
+        status, payload = post_reload(running)
+        assert (status, sorted(payload["changed"])) == (200, ["cache.semantic", "tenants"])
+        with pytest.raises(openai.APIStatusError) as refused:
+            ask(sdk, "a question no cached answer fits")  # (a cache hit costs nothing)
+        assert refused.value.status_code == 402  # the spend was kept, only the cap moved
+
+        write_config(path, quota_config(base, tmp_path, rate=slow, daily=100.0, threshold=0.98))
+        status, payload = post_reload(running)
+        assert status == 200
+        assert ask(sdk, QUESTION)["x-gateway-cache"] == "semantic"  # 0.98 again: a hit
+        with pytest.raises(openai.RateLimitError):  # the slow rate again: the fill (3 at
+            for i in range(3):  # most, one taken above) runs out and is not refilled
+                ask(sdk, f"another question {i}")
+        sdk.close()

@@ -282,8 +282,8 @@ def test_redis_dead_at_start_degrades_but_serves(replicas: Replicas, tmp_path: P
         assert body["store"]["up"] is False and body["store"]["errors"] >= 1
         with urllib.request.urlopen(running.url + "/metrics", timeout=10) as response:
             metrics = response.read().decode()
-        assert "hybrid_gateway_store_up 0" in metrics
-        assert "hybrid_gateway_store_errors_total{op=" in metrics
+        assert 'hybrid_gateway_store_up{store="redis"} 0' in metrics
+        assert 'hybrid_gateway_store_errors_total{store="redis",op=' in metrics
 
 
 def test_redis_stopped_mid_run_then_back(replicas: Replicas, tmp_path: Path) -> None:

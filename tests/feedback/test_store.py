@@ -1,3 +1,7 @@
+"""SQLite-only feedback store behaviour.  What every records store must do (find a request
+still in the journal, save and change of mind, the ``rated_requests`` view) is the contract
+suite, tests/stores/test_records_contract.py, run on SQLite and PostgreSQL."""
+
 from __future__ import annotations
 
 import time
@@ -6,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from hybrid_gateway.feedback import FeedbackInput, Rating, Reason, SqliteFeedbackStore
+from hybrid_gateway.feedback import FeedbackInput, Rating, SqliteFeedbackStore
 from hybrid_gateway.observability.request_log import SqliteRequestLog
 from hybrid_gateway.types import CacheOutcome, RequestRecord, RouteDecision
 
@@ -30,55 +34,12 @@ async def log(tmp_path: Path) -> AsyncIterator[SqliteRequestLog]:
     request_log.close()
 
 
-async def test_a_request_still_in_the_journal_is_found(log: SqliteRequestLog) -> None:
-    store = SqliteFeedbackStore(log.path, flush_requests=log.flush)
-    log.write(record("req_fresh", tenant="acme"))
-    ref = await store.find_request("req_fresh")
-    assert ref is not None
-    assert (ref.tenant, ref.lane, ref.channel, ref.rule, ref.cache, ref.status) == (
-        "acme", "light", "light-local", "how-to", "miss", 200,
-    )  # fmt: skip
-    assert await store.find_request("req_never") is None
-    await store.aclose()
-
-
 async def test_without_a_flush_hook_only_flushed_rows_are_found(log: SqliteRequestLog) -> None:
     store = SqliteFeedbackStore(log.path)
     log.write(record("req_1"))
     assert await store.find_request("req_1") is None
     log.flush()
     assert await store.find_request("req_1") is not None
-    await store.aclose()
-
-
-async def test_save_then_change_of_mind_keeps_the_first_time(log: SqliteRequestLog) -> None:
-    store = SqliteFeedbackStore(log.path, flush_requests=log.flush)
-    log.write(record("req_1"))
-    first = await store.save("default", FeedbackInput("req_1", Rating.UP), now=100.0)
-    assert (first.rating, first.reason, first.created_at, first.updated_at) == (
-        Rating.UP, None, 100.0, 100.0,
-    )  # fmt: skip
-    again = FeedbackInput("req_1", Rating.DOWN, Reason.WRONG, "wrong unit")
-    second = await store.save("default", again, now=160.0)
-    assert (second.rating, second.reason, second.comment) == (
-        Rating.DOWN,
-        Reason.WRONG,
-        "wrong unit",
-    )
-    assert (second.created_at, second.updated_at) == (100.0, 160.0)
-    assert await store.get("req_1") == second
-    assert await store.get("req_2") is None
-    await store.aclose()
-
-
-async def test_feedback_joins_its_request_in_the_view(log: SqliteRequestLog) -> None:
-    store = SqliteFeedbackStore(log.path, flush_requests=log.flush)
-    for i in range(3):
-        log.write(record(f"req_{i}"))
-    log.flush()
-    await store.save("default", FeedbackInput("req_1", Rating.DOWN, Reason.TOO_SLOW), now=1.0)
-    rows = log.query("SELECT request_id, rating, reason, lane, rule FROM rated_requests")
-    assert rows == [("req_1", "down", "too_slow", "light", "how-to")]
     await store.aclose()
 
 

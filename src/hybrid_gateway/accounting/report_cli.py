@@ -69,6 +69,12 @@ def _report(args: argparse.Namespace) -> CostReport:
         log = args.log
     elif args.config is not None:
         config = load_config(args.config)
+        if config.stores.records == "postgres":
+            raise ReportError(
+                f"{args.config} keeps the request log in PostgreSQL (stores.records: postgres); "
+                "report cost reads a SQLite log file only: give --log FILE, or query the "
+                "shared requests table (docs/scale-out.md)"
+            )
         log = resolve_path(args.config, config.server.request_log.path)
     else:
         raise ReportError("give --config (its request log) or --log FILE")

@@ -1,6 +1,7 @@
 """Admin endpoints for the semantic cache: find, drop and correct cached answers.
 
-    GET    /admin/cache/semantic                   entries, bytes, the decision in force
+    GET    /admin/cache/semantic                   backend, entries, bytes, the decision in
+                                                   force (postgres: up, errors, last_error)
     POST   /admin/cache/semantic/search            {"tenant"?, "request": {chat body}} ->
                                                    the nearest stored questions in its partition
     GET    /admin/cache/semantic/entries/{id}      one entry: question, answer, scope, times
@@ -92,7 +93,7 @@ async def _stats(request: web.Request) -> web.StreamResponse:
     stage = _stage(request)
     rule = stage.cache.rule
     return _json({
-        "entries": stage.cache.entries, "bytes": stage.cache.size_bytes,
+        **await stage.cache.stats(),  # backend, entries, bytes (+ up/errors for postgres)
         "threshold": rule.threshold, "guards": list(rule.guards),
         "embedder": stage.namespace(DEFAULT_TENANT).embedder,
     })  # fmt: skip

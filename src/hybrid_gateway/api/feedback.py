@@ -4,7 +4,8 @@ Only the tenant that made a request may rate it or read its rating; for anyone e
 request id does not exist (404, the same answer as for an id never issued), so ids cannot be
 probed across tenants.  The store is built in this module's own startup step, after the
 runtime's (``mount`` appends it to the app's cleanup context), from the runtime's request log:
-feedback lives in the same SQLite file.  A gateway without a request log has nothing to rate.
+feedback lives in the same database (the SQLite file, or the shared PostgreSQL).  A gateway
+without a request log has nothing to rate.
 """
 
 from __future__ import annotations
@@ -18,10 +19,10 @@ from hybrid_gateway.api.error_mapping import error_response
 from hybrid_gateway.api.routes import RUNTIME
 from hybrid_gateway.api.schema import parse_body
 from hybrid_gateway.errors import PayloadTooLarge, RequestNotFound
-from hybrid_gateway.feedback import FeedbackStore, SqliteFeedbackStore, parse_feedback
+from hybrid_gateway.feedback import FeedbackStore, parse_feedback
 from hybrid_gateway.feedback.model import RequestRef
 
-FEEDBACK_STORE = web.AppKey("feedback_store", SqliteFeedbackStore)
+FEEDBACK_STORE = web.AppKey("feedback_store", FeedbackStore)
 
 # A full comment (MAX_COMMENT_CHARS) escaped as \uXXXX plus the other fields fits with room.
 MAX_BODY_BYTES = 16 * 1024
@@ -39,7 +40,7 @@ async def _lifespan(app: web.Application) -> AsyncIterator[None]:
     if log is None:
         yield
         return
-    store = SqliteFeedbackStore(log.path, flush_requests=log.flush)
+    store = log.open_feedback()  # in the log's database: SQLite file or shared PostgreSQL
     app[FEEDBACK_STORE] = store
     yield
     await store.aclose()

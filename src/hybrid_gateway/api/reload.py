@@ -1,16 +1,31 @@
-"""Hot reload of the routing section: on SIGHUP (``serve``) or ``POST /admin/reload``.
+"""Hot reload on SIGHUP (``serve``) or ``POST /admin/reload``: routing, tenants, limits and
+the semantic cache's decision.
 
-The config file is read and validated again; when the only section that differs from the
-config in force is ``routing`` (rules, gates, exemplars, the classifier and its threshold), a new
-router is built and swapped into the pipeline in one assignment (``Pipeline.replace_router``).
-Nothing in flight is dropped: a request already routed keeps its decision and the channel,
-breaker and lane objects it holds, all of which stay as they were.
+The config file is read and validated again and compared with the config in force, field by
+field.  These may differ:
 
-A file that fails to load, or that changes any other section (channels, lanes, models, server,
-caches, embedding, resilience, auth, tenants, limits, stores), is rejected and the old config
-stays in force: those sections own sockets, threads, bucket state and budget spend, and they
-change only with a restart.  The admin call answers 400 ``config_rejected`` with the
-``ConfigError``'s file, field and expectation; SIGHUP logs the same line.
+    routing                  rules, gates, exemplars, the classifier and its threshold: a new
+                             router (``Pipeline.replace_router``)
+    tenants, limits          tiers, budgets, rate quotas, core flags, cache scopes, the global
+                             bucket: new tenancy parts that keep the rate buckets' levels and
+                             the budget spend (``tenancy/reload.py``)
+    cache.semantic.<key>     the decision only: threshold, guards, target_precision,
+                             calibrated_on, verifier, verifier_threshold, reranker.min_score
+                             (``SemanticStage.replace_decision``); entries, index, store and
+                             embedder stay
+
+Everything is built first (a router, a verifier loaded from its file, limiters, budget plans);
+only when all of it is built are the new objects swapped in, with plain assignments and no
+await in between, so a request sees the old parts or the new ones, never a mix.  Nothing in
+flight is dropped: a request already routed keeps its decision and the channel, breaker and
+lane objects it holds; one already admitted settles against the carried-over buckets and book.
+
+A file that fails to load, or that changes any other field (channels, lanes, models, server,
+the exact cache, cache.semantic's store path/bounds/enabled/reranker model, embedding,
+resilience, auth, stores), is rejected and the old config stays in force: those own sockets,
+threads and stored entries, and they change only with a restart.  The admin call answers 400
+``config_rejected`` with the ``ConfigError``'s file, field (the first such field, dotted) and
+expectation; SIGHUP logs the same line.
 
 With ``--workers N`` each worker process reloads on its own: signal every worker (the admin call
 reaches only the worker that accepts it).
@@ -23,7 +38,9 @@ import hashlib
 import logging
 import signal
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -33,14 +50,23 @@ from aiohttp import web
 from hybrid_gateway.api.admin import admin_only
 from hybrid_gateway.api.routes import RUNTIME
 from hybrid_gateway.api.runtime import GatewayRuntime
+from hybrid_gateway.cache.semantic.build import build_rule, shared_scopes
 from hybrid_gateway.config import GatewayConfig, load_config
 from hybrid_gateway.errors import ConfigError, RequestError
 from hybrid_gateway.routing.build import build_router
+from hybrid_gateway.tenancy.reload import prepare_tenancy
 
 __all__ = ["RELOADABLE", "ReloadResult", "mount", "reload_on_sighup", "reload_runtime"]
 
-# Top-level config sections that may differ in a reloaded file.
-RELOADABLE = frozenset({"routing"})
+# Top-level config sections that may differ in a reloaded file, whole.
+RELOADABLE = frozenset({"routing", "tenants", "limits"})
+# The keys of cache.semantic that may differ: the hit decision, not the entries.
+SEMANTIC_DECISION = frozenset(
+    {"threshold", "guards", "target_precision", "calibrated_on", "verifier", "verifier_threshold"}
+)
+_SEMANTIC = ("cache", "semantic")
+_RERANK_MIN = ("cache", "semantic", "reranker", "min_score")
+_ABSENT = object()
 
 _log = logging.getLogger(__name__)
 
@@ -66,32 +92,98 @@ _SOURCE = web.AppKey("config_source", _Source)
 
 
 def reload_runtime(runtime: GatewayRuntime, path: Path) -> ReloadResult:
-    """Load ``path``, check it changes only ``RELOADABLE`` sections, swap the router in.
+    """Load ``path``, check it changes only reloadable fields, build the new parts, swap them in.
 
     Raises ``ConfigError`` (and counts a rejection) with the old config untouched.
     """
     try:
         raw = _read(path)
         new = load_config(path)
-        changed = _changed_sections(runtime.config, new)
-        fixed = sorted(set(changed) - RELOADABLE)
+        diffs = list(differences(runtime.config, new))
+        fixed = [d for d in diffs if not reloadable(d)]
         if fixed:
+            field = ".".join(fixed[0])
             raise ConfigError(
                 str(path),
-                fixed[0],
-                f"unchanged: only {', '.join(sorted(RELOADABLE))} reloads; "
-                f"a change to {', '.join(fixed)} needs a restart",
+                field,
+                "unchanged: only routing, tenants, limits and the semantic cache's decision "
+                f"(cache.semantic: {', '.join(sorted(SEMANTIC_DECISION))}, reranker.min_score) "
+                f"reload; a change to {field} needs a restart",
             )
-        router = build_router(new, config_path=path, embedder=runtime.embedder)
+        changed = _sections(diffs)
+        swaps = _build(runtime, new, path, changed)
     except ConfigError:
         runtime.metrics.config_reloads.inc(("rejected",))
         raise
-    runtime.pipeline.replace_router(router)
+    for swap in swaps:  # everything is built: swap it all in, no await in between
+        swap()
     runtime.config = new
     loaded_at = time.time()
     runtime.metrics.config_reloads.inc(("ok",))
     runtime.metrics.config_loaded.set(loaded_at)
-    return ReloadResult(hashlib.sha256(raw).hexdigest(), loaded_at, tuple(changed))
+    return ReloadResult(hashlib.sha256(raw).hexdigest(), loaded_at, changed)
+
+
+def _build(
+    runtime: GatewayRuntime, new: GatewayConfig, path: Path, changed: tuple[str, ...]
+) -> list[Callable[[], None]]:
+    """Build every new part for the ``changed`` sections; return the swaps that put them in."""
+    swaps: list[Callable[[], None]] = []
+    pipeline = runtime.pipeline
+    if "routing" in changed:
+        router = build_router(new, config_path=path, embedder=runtime.embedder)
+        swaps.append(partial(pipeline.replace_router, router))
+    stage = runtime.semantic
+    if "cache.semantic" in changed and stage is not None and runtime.embedder is not None:
+        cfg = new.cache.semantic
+        rule = build_rule(cfg, path, runtime.embedder.namespace)
+        min_score = cfg.reranker.min_score if cfg.reranker is not None else None
+        swaps.append(partial(stage.replace_decision, rule, min_score))
+    if "tenants" in changed or "limits" in changed:
+        if runtime.request_log is not None:
+            runtime.request_log.flush()  # spend summed from the log counts every settled row
+        tenancy = prepare_tenancy(runtime.tenancy, new, shared=runtime.shared)
+        shedder = runtime.degradation.shedder
+        scopes = shared_scopes(new)
+
+        def swap_tenancy() -> None:
+            pipeline.replace_tiers(tenancy.apply())
+            if shedder is not None:
+                shedder.replace_tenants(new.tenants)
+            if stage is not None:
+                stage.replace_scopes(scopes)
+
+        swaps.append(swap_tenancy)
+    return swaps
+
+
+def differences(old: GatewayConfig, new: GatewayConfig) -> Iterator[tuple[str, ...]]:
+    """The dotted paths (as tuples) of the fields that differ, as the file spells them."""
+    before = old.model_dump(mode="json", by_alias=True)
+    after = new.model_dump(mode="json", by_alias=True)
+    return _diff(before, after, ())
+
+
+def _diff(before: Any, after: Any, path: tuple[str, ...]) -> Iterator[tuple[str, ...]]:
+    if isinstance(before, dict) and isinstance(after, dict):
+        for key in [*before, *(k for k in after if k not in before)]:
+            yield from _diff(before.get(key, _ABSENT), after.get(key, _ABSENT), (*path, key))
+    elif before != after:
+        yield path
+
+
+def reloadable(path: tuple[str, ...]) -> bool:
+    if path[0] in RELOADABLE:
+        return True
+    if path[:2] != _SEMANTIC or len(path) < 3:
+        return False
+    return path[2] in SEMANTIC_DECISION or path == _RERANK_MIN
+
+
+def _sections(diffs: list[tuple[str, ...]]) -> tuple[str, ...]:
+    """The changed sections in file order (``cache.semantic`` for the semantic cache)."""
+    names = [".".join(d[:2]) if d[0] == "cache" else d[0] for d in diffs]
+    return tuple(dict.fromkeys(names))
 
 
 def _read(path: Path) -> bytes:
@@ -99,11 +191,6 @@ def _read(path: Path) -> bytes:
         return path.read_bytes()
     except OSError as exc:
         raise ConfigError(str(path), "<file>", f"a readable file ({exc.strerror})") from None
-
-
-def _changed_sections(old: GatewayConfig, new: GatewayConfig) -> list[str]:
-    before, after = old.model_dump(mode="json"), new.model_dump(mode="json")
-    return [name for name in type(old).model_fields if before.get(name) != after.get(name)]
 
 
 def _reload_app(app: web.Application) -> ReloadResult:

@@ -183,14 +183,22 @@ def _model_object(model_id: str, runtime: GatewayRuntime) -> dict[str, object]:
 async def healthz(request: web.Request) -> web.Response:
     runtime = request.app[RUNTIME]
     store = {"backend": "memory", "up": True} if runtime.shared is None else runtime.shared.status()
+    log = runtime.request_log
+    records = {"backend": "none", "up": True} if log is None else log.status()
+    # records: postgres: the semantic cache's vectors (None while they live in-process)
+    vectors = None if runtime.semantic is None else runtime.semantic.store_status()
+    up = store["up"] and records["up"] and (vectors is None or vectors["up"])
     body = {
-        # degraded: serving, but the shared store is down (outage policies apply; stores/)
-        "status": "ok" if store["up"] else "degraded",
+        # degraded: serving, but a shared store is down (outage policies apply; stores/)
+        "status": "ok" if up else "degraded",
         "version": __version__,
         "uptime_s": round(time.time() - runtime.started_at, 3),
         "channels": sorted(runtime.channels),
         "store": store,
+        "records": records,
     }
+    if vectors is not None:
+        body["semantic_store"] = vectors
     return web.json_response(body, dumps=_dumps)
 
 

@@ -18,8 +18,9 @@ from hybrid_gateway.cache.semantic.build import build_semantic_stage
 from hybrid_gateway.cache.semantic.stage import SemanticStage
 from hybrid_gateway.config import GatewayConfig, read_api_key, resolve_path
 from hybrid_gateway.embedding.factory import SharedEmbedder, build_embedder
+from hybrid_gateway.observability.build_log import build_request_log
+from hybrid_gateway.observability.journaled_log import RequestLog
 from hybrid_gateway.observability.metrics import GatewayMetrics
-from hybrid_gateway.observability.request_log import SqliteRequestLog
 from hybrid_gateway.pipeline.gateway import Pipeline, PipelineParts
 from hybrid_gateway.resilience.breaker import BreakerListener, BreakerSettings, CircuitBreaker
 from hybrid_gateway.resilience.clock import Clock
@@ -28,6 +29,7 @@ from hybrid_gateway.resilience.dispatch import Dispatcher, DispatchParts, LaneCh
 from hybrid_gateway.resilience.lanes import LaneGates
 from hybrid_gateway.resilience.retry import RetryBudget, RetryPolicy
 from hybrid_gateway.routing.build import build_router
+from hybrid_gateway.stores.health import StoreHealth
 from hybrid_gateway.stores.shared import SharedState, build_shared_state
 from hybrid_gateway.tenancy.admission import Tenancy, build_tenancy
 from hybrid_gateway.types import RequestRecord
@@ -40,7 +42,7 @@ class GatewayRuntime:
     pipeline: Pipeline
     channels: dict[str, OpenAIChannel]
     exact_cache: MemoryExactCache | None
-    request_log: SqliteRequestLog | None
+    request_log: RequestLog | None
     metrics: GatewayMetrics
     clock: Clock
     started_at: float
@@ -105,11 +107,20 @@ def build_runtime(
         else None
     )
     router = build_router(config, config_path=config_path, embedder=embedder)
+    metrics = GatewayMetrics()
+    metrics.config_loaded.set(time.time())
+    # stores.records: postgres: one health for this process's PostgreSQL calls (request log,
+    # feedback, semantic vectors), so /healthz and the store_up gauge tell one story.
+    pg_health = None
+    if config.stores.records == "postgres":
+        pg_health = StoreHealth(clock, retry_s=config.stores.retry_s)
+        pg_health.listen(metrics.store_listener("postgres"))  # the gauge exists from the start
     semantic = (
-        build_semantic_stage(config, config_path=config_path, clock=clock, embedder=embedder)
+        build_semantic_stage(config, config_path=config_path, clock=clock, embedder=embedder,
+                             pg_health=pg_health)
         if embedder is not None and config.cache.semantic.enabled
         else None
-    )
+    )  # fmt: skip
     shared = build_shared_state(
         config.stores, clock=clock, breaker=breaker_settings(config), source=source
     )
@@ -127,21 +138,10 @@ def build_runtime(
     pipeline_cache: ExactCache | None = exact
     if exact_cfg.enabled and shared is not None:
         pipeline_cache = shared.exact_cache(ttl_s=exact_cfg.ttl_s)
-    log_cfg = config.server.request_log
-    request_log = (
-        SqliteRequestLog(
-            resolve_path(config_path, log_cfg.path),
-            flush_interval_s=log_cfg.flush_interval_ms / 1000,
-            retention_days=log_cfg.retention_days,
-            prompts=log_cfg.prompts,
-        )
-        if log_cfg.enabled
-        else None
-    )
-    metrics = GatewayMetrics()
-    metrics.config_loaded.set(time.time())
+    # stores.records: sqlite (a file next to this process) or postgres (shared by replicas)
+    request_log = build_request_log(config, config_path, health=pg_health)
     if shared is not None:
-        shared.health.listen(metrics)
+        shared.health.listen(metrics.store_listener("redis"))
     tenancy = build_tenancy(
         config, keys_path=resolve_path(config_path, config.auth.keys_path), clock=clock,
         log_query=request_log.query if request_log is not None else None, shared=shared,

@@ -1,14 +1,19 @@
-"""Feedback storage: a ``feedback`` table in the request log's SQLite file (WAL).
+"""Feedback storage: a ``feedback`` table next to the request log's ``requests`` table.
+
+With the embedded default that is the request log's SQLite file (WAL); with ``stores.records:
+postgres`` the shared PostgreSQL (``store_pg.py``, the same tables and SQL).
 
 Same file as the request log so that a feedback row joins its request by ``request_id`` in one
 query (the ``rated_requests`` view), which is what the misroute review reads.  The store has its
 own connection; WAL lets it read and write while the request log's flusher thread inserts.
 
 A client may rate an answer right after receiving it, before the request log's background
-flush has moved that request into SQLite: on a miss the store asks the log to flush once and
-looks again, so a fresh request id is never answered 404.
+flush has moved that request into the database: on a miss the store asks the log to flush once
+and looks again, so a fresh request id is never answered 404.  With a shared database the
+answer may have come from another replica, whose flusher this one cannot call: the store then
+looks again for up to two of its flush intervals (``other_writers_s``) before answering 404.
 
-The SQLite calls run in a worker thread (``asyncio.to_thread``): feedback is rare, but a write
+The database calls run in a worker thread (``asyncio.to_thread``): feedback is rare, but a write
 that waits on SQLite's lock must not stall the event loop that relays answers.
 """
 
@@ -17,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
@@ -39,6 +45,7 @@ CREATE VIEW IF NOT EXISTS rated_requests AS
     FROM feedback AS f JOIN requests AS r USING (request_id);
 """
 
+_LOOK_AGAIN_S = 0.05
 _REQUEST_SQL = (
     "SELECT request_id, tenant, model, lane, channel, rule, cache, status "
     "FROM requests WHERE request_id = ?"
@@ -57,7 +64,8 @@ _GET_SQL = (
 
 
 class FeedbackStore(Protocol):
-    """Where feedback lives; the SQLite one below is the embedded default."""
+    """Where feedback lives; the SQLite one below is the embedded default, PostgreSQL
+    (``store_pg.py``) the shared one."""
 
     async def find_request(self, request_id: str) -> RequestRef | None: ...
 
@@ -68,16 +76,34 @@ class FeedbackStore(Protocol):
     async def aclose(self) -> None: ...
 
 
-class SqliteFeedbackStore:
-    def __init__(self, path: Path, *, flush_requests: Callable[[], object] | None = None) -> None:
-        """``flush_requests`` moves journaled request-log rows into SQLite (``SqliteRequestLog
-        .flush``); it is called when a request id is not in the table yet."""
+class Database(Protocol):
+    """The two calls the feedback queries need, run in a worker thread (``?`` placeholders)."""
+
+    def one(self, sql: str, params: tuple[Any, ...]) -> tuple[Any, ...] | None: ...
+
+    def execute(self, sql: str, params: tuple[Any, ...]) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class SqlFeedbackStore:
+    """The ``FeedbackStore`` queries over a ``Database`` (SQLite here, PostgreSQL in
+    ``store_pg.py``): both have the same tables and run the same SQL."""
+
+    def __init__(
+        self,
+        db: Database,
+        *,
+        flush_requests: Callable[[], object] | None,
+        other_writers_s: float = 0.0,
+    ) -> None:
+        """``flush_requests`` moves journaled request-log rows into the database (the log's
+        ``flush``); it is called when a request id is not in the table yet.  If it is still
+        missing, other processes may not have flushed it yet: look again for up to
+        ``other_writers_s`` (0 when this process is the only writer)."""
+        self._db = db
         self._flush_requests = flush_requests
-        self._lock = threading.Lock()  # one connection, used from worker threads in turn
-        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=5)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.executescript(_SCHEMA)
+        self._other_writers_s = other_writers_s
 
     async def find_request(self, request_id: str) -> RequestRef | None:
         return await asyncio.to_thread(self._find_request, request_id)
@@ -89,15 +115,18 @@ class SqliteFeedbackStore:
         return await asyncio.to_thread(self._get, request_id)
 
     async def aclose(self) -> None:
-        with self._lock:
-            self._db.close()
+        await asyncio.to_thread(self._db.close)
 
     # -- in a worker thread ------------------------------------------------------------------
     def _find_request(self, request_id: str) -> RequestRef | None:
-        row = self._one(_REQUEST_SQL, (request_id,))
+        row = self._db.one(_REQUEST_SQL, (request_id,))
         if row is None and self._flush_requests is not None:
             self._flush_requests()
-            row = self._one(_REQUEST_SQL, (request_id,))
+            row = self._db.one(_REQUEST_SQL, (request_id,))
+        deadline = time.monotonic() + self._other_writers_s
+        while row is None and time.monotonic() < deadline:
+            time.sleep(_LOOK_AGAIN_S)  # a worker thread: the event loop is not held
+            row = self._db.one(_REQUEST_SQL, (request_id,))
         if row is None:
             return None
         rid, tenant, model, lane, channel, rule, cache, status = row
@@ -106,15 +135,14 @@ class SqliteFeedbackStore:
     def _save(self, tenant: str, entry: FeedbackInput, now: float) -> Feedback:
         reason = entry.reason.value if entry.reason else None
         params = (entry.request_id, tenant, entry.rating.value, reason, entry.comment, now, now)
-        with self._lock:
-            self._db.execute(_UPSERT_SQL, params)
+        self._db.execute(_UPSERT_SQL, params)
         saved = self._get(entry.request_id)
         if saved is None:  # pragma: no cover - the row was written just above
             raise RuntimeError(f"feedback for {entry.request_id} vanished after its write")
         return saved
 
     def _get(self, request_id: str) -> Feedback | None:
-        row = self._one(_GET_SQL, (request_id,))
+        row = self._db.one(_GET_SQL, (request_id,))
         if row is None:
             return None
         rid, tenant, rating, reason, comment, created_at, updated_at = row
@@ -123,7 +151,31 @@ class SqliteFeedbackStore:
             created_at, updated_at,
         )  # fmt: skip
 
-    def _one(self, sql: str, params: tuple[Any, ...]) -> tuple[Any, ...] | None:
+
+class _SqliteDatabase:
+    def __init__(self, path: Path) -> None:
+        self._lock = threading.Lock()  # one connection, used from worker threads in turn
+        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=5)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.executescript(_SCHEMA)
+
+    def one(self, sql: str, params: tuple[Any, ...]) -> tuple[Any, ...] | None:
         with self._lock:
             row: tuple[Any, ...] | None = self._db.execute(sql, params).fetchone()
         return row
+
+    def execute(self, sql: str, params: tuple[Any, ...]) -> None:
+        with self._lock:
+            self._db.execute(sql, params)
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+
+class SqliteFeedbackStore(SqlFeedbackStore):
+    """Feedback in the request log's SQLite file."""
+
+    def __init__(self, path: Path, *, flush_requests: Callable[[], object] | None = None) -> None:
+        super().__init__(_SqliteDatabase(path), flush_requests=flush_requests)

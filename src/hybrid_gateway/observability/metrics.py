@@ -48,9 +48,11 @@ class GatewayMetrics:
         self.breaker_transitions = r.add(Counter(
             names.BREAKER_TRANSITIONS, "Circuit breaker state changes", ["channel", "to"]
         ))  # fmt: skip
-        self.store_up = r.add(Gauge(names.STORE_UP, "Shared store reachable (1) or down (0)"))
+        self.store_up = r.add(
+            Gauge(names.STORE_UP, "Shared store reachable (1) or down (0)", ["store"])
+        )
         self.store_errors = r.add(
-            Counter(names.STORE_ERRORS, "Shared store commands that failed", ["op"])
+            Counter(names.STORE_ERRORS, "Shared store commands that failed", ["store", "op"])
         )
         self.retries = r.add(
             Counter(names.RETRIES, "Upstream attempts retried, by failure", ["channel", "code"])
@@ -161,11 +163,9 @@ class GatewayMetrics:
         self.breaker_state.set(_BREAKER_LEVEL[new], (channel,))
         self.breaker_transitions.inc((channel, new.value))
 
-    def store_state(self, up: bool) -> None:
-        self.store_up.set(1 if up else 0)
-
-    def store_error(self, op: str) -> None:
-        self.store_errors.inc((op,))
+    def store_listener(self, store: str) -> StoreMetrics:
+        """A ``StoreListener`` for one shared store: ``redis`` or ``postgres``."""
+        return StoreMetrics(self, store)
 
     def retry(self, channel: str, code: str) -> None:
         self.retries.inc((channel, code))
@@ -216,3 +216,17 @@ class GatewayMetrics:
 
     def render(self) -> bytes:
         return self.registry.render()
+
+
+class StoreMetrics:
+    """``hybrid_gateway_store_up{store}`` and ``..._errors_total{store,op}`` of one store."""
+
+    def __init__(self, metrics: GatewayMetrics, store: str) -> None:
+        self._metrics = metrics
+        self._store = store
+
+    def store_state(self, up: bool) -> None:
+        self._metrics.store_up.set(1 if up else 0, (self._store,))
+
+    def store_error(self, op: str) -> None:
+        self._metrics.store_errors.inc((self._store, op))

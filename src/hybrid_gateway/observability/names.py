@@ -28,9 +28,11 @@ DEFERRED_RUNNING = "hybrid_gateway_deferred_running"  # gauge: slow requests sti
 DEFERRED_RESULTS = "hybrid_gateway_deferred_results"  # gauge: entries in the results store
 WEBHOOK_DELIVERIES = "hybrid_gateway_webhook_deliveries"  # counter: outcome (delivered|failed|…)
 SHEDDING_ACTIVE = "hybrid_gateway_shedding_active"  # gauge: 1 while non-core traffic is shed
-# Shared store (stores/, backend redis)
+# Shared stores (stores/: backend redis, records postgres); label store (redis|postgres)
 STORE_UP = "hybrid_gateway_store_up"  # gauge: 1 while the shared store answers, 0 while it is down
-STORE_ERRORS = "hybrid_gateway_store_errors"  # counter: op (take|spend|get|set|breaker|ping)
+# counter: store, op (redis: take|spend|get|set|breaker|ping;
+# postgres: insert|query|expire|feedback, and the semantic cache's)
+STORE_ERRORS = "hybrid_gateway_store_errors"
 ROUTE_DECISIONS = "hybrid_gateway_route_decisions"  # counter: lane, rule (cache hits included)
 FEEDBACK = "hybrid_gateway_feedback"  # counter: lane, cache, rating (up|down), reason (or "none")
 QUEUE_WAIT_SECONDS = "hybrid_gateway_queue_wait_seconds"  # histogram: lane (lanes with a queue)

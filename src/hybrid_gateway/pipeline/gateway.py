@@ -94,6 +94,10 @@ class Pipeline:
         """Hot reload (api/reload.py): one assignment; routed requests keep their decision."""
         self._p = replace(self._p, router=router)
 
+    def replace_tiers(self, tiers: Tiers | None) -> None:
+        """Hot reload of the tenants: the next request is tiered by the new lanes and budgets."""
+        self._p = replace(self._p, tiers=tiers)
+
     # -- stages 1-3 ------------------------------------------------------------------------
     async def _lookup(self, request: ChatRequest, record: RequestRecord) -> CacheLookup:
         record.cache_key = key = request_key(request, record.tenant)

@@ -76,6 +76,10 @@ class Shedder:
         self.monitor = ErrorRateMonitor(clock, window_s=config.window_s)
         self.active = False
 
+    def replace_tenants(self, tenants: Mapping[str, TenantConfig]) -> None:
+        """Hot reload (api/reload.py): the next request is judged by the new core flags."""
+        self._tenants = tenants
+
     def observe(self, record: RequestRecord) -> None:
         """Count a finished request (shed answers excluded) and update the switch."""
         if record.fallback == "shed":

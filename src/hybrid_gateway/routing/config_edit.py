@@ -6,6 +6,9 @@ comments, so values are spliced into the text at the positions PyYAML's composer
 an existing value is replaced; a missing key is added to its block mapping (or its flow
 mapping is rewritten).  The result must still parse as a valid gateway config before the file
 is touched, and the previous file is kept as ``<file>.bak``.
+
+Paths may step into sequences by index (``("routing", "rules", 2, "when")``); ``insert_item``
+and ``delete_item`` add and remove sequence items (the misroute review adds and drops rules).
 """
 
 from __future__ import annotations
@@ -29,37 +32,134 @@ def _offset(lines: list[str], mark: yaml.Mark) -> int:
     return sum(len(line) for line in lines[: mark.line]) + mark.column
 
 
-def _find(node: yaml.MappingNode, key: str) -> yaml.Node | None:
-    for k, v in node.value:
-        if isinstance(k, yaml.ScalarNode) and k.value == key:
-            return cast(yaml.Node, v)
+Key = str | int  # a mapping key, or an index into a sequence
+
+
+def _find(node: yaml.Node, key: Key) -> yaml.Node | None:
+    if isinstance(node, yaml.SequenceNode) and isinstance(key, int):
+        return (
+            cast(yaml.Node, node.value[key]) if -len(node.value) <= key < len(node.value) else None
+        )
+    if isinstance(node, yaml.MappingNode):
+        for k, v in node.value:
+            if isinstance(k, yaml.ScalarNode) and k.value == key:
+                return cast(yaml.Node, v)
     return None
 
 
-def set_value(text: str, path: Sequence[str], value: Any) -> str:
-    """``text`` with the mapping entry at ``path`` set to ``value`` (created if missing)."""
+def _last_leaf(node: yaml.Node) -> yaml.Node:
+    while isinstance(node, yaml.CollectionNode) and not node.flow_style and node.value:
+        last = node.value[-1]
+        node = last[1] if isinstance(last, tuple) else last
+    return node
+
+
+def _span(lines: list[str], node: yaml.Node) -> tuple[int, int]:
+    """Where ``node`` is in the text.  A block collection's end mark is the next token (on a
+    later line), so it ends where its last scalar or flow collection ends instead."""
+    return _offset(lines, node.start_mark), _offset(lines, _last_leaf(node).end_mark)
+
+
+def _replace(text: str, lines: list[str], node: yaml.Node, value: Any) -> str:
+    start, end = _span(lines, node)
+    if isinstance(node, yaml.CollectionNode) and not node.flow_style and node.value:
+        line_start = _line_start(text, start)
+        if not text[line_start:start].strip():  # on lines of its own: indent the flow value
+            indent = " " * (node.start_mark.column + 2)  # deeper than the key it belongs to
+            return text[:line_start] + indent + _flow(value) + text[end:]
+    return text[:start] + _flow(value) + text[end:]
+
+
+def _locate(text: str, path: Sequence[Key]) -> tuple[list[str], yaml.Node]:
+    root = yaml.compose(text)
+    if not isinstance(root, yaml.MappingNode):
+        raise ValueError("the config is not a mapping")
+    node: yaml.Node = root
+    for key in path:
+        child = _find(node, key)
+        if child is None:
+            raise ValueError(f"no {'/'.join(map(str, path))} in the config")
+        node = child
+    return text.splitlines(keepends=True), node
+
+
+def set_value(text: str, path: Sequence[Key], value: Any) -> str:
+    """``text`` with the entry at ``path`` set to ``value`` (mapping keys created if missing)."""
     root = yaml.compose(text)
     if not isinstance(root, yaml.MappingNode):
         raise ValueError("the config is not a mapping")
     lines = text.splitlines(keepends=True)
-    node: yaml.MappingNode = root
+    node: yaml.Node = root
     for depth, key in enumerate(path):
         child = _find(node, key)
         rest = path[depth + 1 :]
-        if child is not None and rest and isinstance(child, yaml.MappingNode):
+        if child is not None and rest and isinstance(child, yaml.CollectionNode):
             node = child
             continue
         if child is not None and not rest:
-            start, end = _offset(lines, child.start_mark), _offset(lines, child.end_mark)
-            return text[:start] + _flow(value) + text[end:]
+            return _replace(text, lines, child, value)
+        if isinstance(key, int) or any(isinstance(k, int) for k in rest):
+            raise ValueError(f"no item {'/'.join(map(str, path[: depth + 1]))} in the config")
         nested: Any = value
         for k in reversed(rest):
             nested = {k: nested}
         if child is not None:  # a scalar (e.g. null) where a mapping is needed
-            start, end = _offset(lines, child.start_mark), _offset(lines, child.end_mark)
-            return text[:start] + _flow(nested) + text[end:]
+            return _replace(text, lines, child, nested)
+        if not isinstance(node, yaml.MappingNode):
+            raise ValueError(f"{'/'.join(map(str, path[:depth]))} is not a mapping")
         return _insert(text, lines, node, key, nested, depth)
     raise ValueError("empty path")
+
+
+def _line_start(text: str, offset: int) -> int:
+    return text.rfind("\n", 0, offset) + 1
+
+
+def insert_item(text: str, path: Sequence[Key], index: int, value: Any) -> str:
+    """``text`` with ``value`` inserted into the sequence at ``path`` before item ``index``
+    (``index`` = its length appends)."""
+    lines, node = _locate(text, path)
+    if not isinstance(node, yaml.SequenceNode):
+        raise ValueError(f"{'/'.join(map(str, path))} is not a sequence")
+    if node.flow_style or not node.value:
+        items: list[Any] = yaml.safe_load(text[slice(*_span(lines, node))]) or []
+        items.insert(index, value)
+        start, end = _span(lines, node)
+        return text[:start] + _flow(items) + text[end:]
+    first = _offset(lines, node.value[0].start_mark)
+    dash = text.rfind("-", 0, first)  # the first item's "- ", which every item lines up with
+    prefix = " " * (dash - _line_start(text, dash)) + "- "
+    if index < len(node.value):
+        item_start = _offset(lines, node.value[index].start_mark)
+        at = _line_start(text, text.rfind("-", 0, item_start))
+    else:
+        last_end = _span(lines, node.value[-1])[1]
+        newline = text.find("\n", last_end)
+        at = len(text) if newline < 0 else newline + 1
+        if newline < 0:
+            text += "\n"
+            at = len(text)
+    return text[:at] + prefix + _flow(value) + "\n" + text[at:]
+
+
+def delete_item(text: str, path: Sequence[Key], index: int) -> str:
+    """``text`` without item ``index`` of the sequence at ``path``."""
+    lines, node = _locate(text, path)
+    if not isinstance(node, yaml.SequenceNode) or not -len(node.value) <= index < len(node.value):
+        raise ValueError(f"no item {index} in {'/'.join(map(str, path))}")
+    if node.flow_style:
+        start, end = _span(lines, node)
+        items: list[Any] = yaml.safe_load(text[start:end])
+        del items[index]
+        return text[:start] + _flow(items) + text[end:]
+    item = node.value[index]
+    begin = _line_start(text, text.rfind("-", 0, _offset(lines, item.start_mark)))
+    newline = text.find("\n", _span(lines, item)[1])
+    end = len(text) if newline < 0 else newline + 1
+    if len(node.value) == 1:  # an empty block sequence would read as null: leave []
+        indent = len(text[begin:end]) - len(text[begin:end].lstrip(" ")) + 2
+        return text[:begin] + " " * indent + "[]\n" + text[end:]
+    return text[:begin] + text[end:]
 
 
 def _insert(
@@ -87,6 +187,11 @@ def update_config_file(path: Path, values: Mapping[tuple[str, ...], Any]) -> Pat
     text = path.read_text(encoding="utf-8")
     for key_path, value in values.items():
         text = set_value(text, key_path, value)
+    return replace_config_file(path, text)
+
+
+def replace_config_file(path: Path, text: str) -> Path:
+    """Replace the config at ``path`` by ``text`` if it is a valid config; returns the backup."""
     parse_config(yaml.safe_load(text), str(path))  # raises ConfigError; the file is untouched
     backup = path.with_name(path.name + ".bak")
     shutil.copy2(path, backup)

@@ -38,6 +38,10 @@ class StoreHealth:
         self.last_error: str | None = None
         self._retry_at = 0.0
 
+    @property
+    def retry_s(self) -> float:
+        return self._retry_s
+
     def listen(self, listener: StoreListener) -> None:
         self._listeners.append(listener)
         listener.store_state(self.up)

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from zoneinfo import ZoneInfo
 
 from hybrid_gateway.stores.base import KVStore, SpendKey, StoreUnavailable
 from hybrid_gateway.tenancy.budgets import BudgetBook, Periods, periods
@@ -40,6 +39,8 @@ class _Debit:
     cost_usd: float
     at: float
     request_id: str
+    # Its day and month counters, fixed when debited: a reload may change or drop the budget.
+    keys: tuple[str, str]
 
 
 def _keys(tenant: str, when: Periods) -> tuple[str, str]:
@@ -57,7 +58,6 @@ class SharedBudgetBook(BudgetBook):
         super().__init__(budgets)
         self._store = store
         self._wall = wall
-        self._tenant_zones = {name: ZoneInfo(b.timezone) for name, b in budgets.items()}
         self._queued: list[_Debit] = []
 
     @property
@@ -66,19 +66,19 @@ class SharedBudgetBook(BudgetBook):
         return len(self._queued)
 
     def debit(self, tenant: str, cost_usd: float, at: float, request_id: str = "") -> None:
-        if cost_usd <= 0 or tenant not in self._tenant_zones:
+        zone = self._zones.get(tenant)
+        if cost_usd <= 0 or zone is None:
             return
         super().debit(tenant, cost_usd, at)
-        self._queued.append(_Debit(tenant, cost_usd, at, request_id))
+        keys = _keys(tenant, periods(at, zone))
+        self._queued.append(_Debit(tenant, cost_usd, at, request_id, keys))
 
     async def sync(self) -> None:
         """Send the queued debits, then refresh the view from the shared counters."""
         try:
             while self._queued:
                 debit = self._queued[0]
-                day, month = _keys(
-                    debit.tenant, periods(debit.at, self._tenant_zones[debit.tenant])
-                )
+                day, month = debit.keys
                 once = SpendKey(f"budget:once:{debit.request_id}", _ONCE_TTL_S)
                 await self._store.add_spend(
                     [SpendKey(day, _DAY_TTL_S), SpendKey(month, _MONTH_TTL_S)],
@@ -91,17 +91,18 @@ class SharedBudgetBook(BudgetBook):
             return  # the view keeps counting locally; the queue waits for the store
 
     async def _refresh(self, at: float) -> None:
-        tenants = list(self._tenant_zones)
+        zones = dict(self._zones)  # a reload may swap the budgets while this awaits
+        tenants = list(zones)
         names: list[str] = []
         for tenant in tenants:
-            names.extend(_keys(tenant, periods(at, self._tenant_zones[tenant])))
+            names.extend(_keys(tenant, periods(at, zones[tenant])))
         totals = await self._store.read_spend(names)
         for i, tenant in enumerate(tenants):
             day, month = totals[2 * i], totals[2 * i + 1]
-            now = periods(at, self._tenant_zones[tenant])
+            now = periods(at, zones[tenant])
             for d in self._queued:  # debits made here and not yet sent
                 if d.tenant == tenant:
-                    when = periods(d.at, self._tenant_zones[tenant])
+                    when = periods(d.at, zones[tenant])
                     month += d.cost_usd if when.month == now.month else 0.0
                     day += d.cost_usd if when.day == now.day else 0.0
             self.set_spend(tenant, at, day, month)

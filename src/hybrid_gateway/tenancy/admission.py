@@ -6,16 +6,18 @@
     tiers          (pipeline, after routing) lanes and budget            moved, or 402
     settle         (after the answer) budget debit, token correction
 
-Built once per app from the config (``build_tenancy``).  With ``auth.enabled: false`` every
-request is tenant ``default``, app ``default``; quotas, lanes and budgets configured for a
-tenant named ``default`` still apply.
+Built once per app from the config (``build_tenancy``); a hot reload of ``tenants`` or
+``limits`` swaps in new parts that keep the buckets and the spend (``tenancy/reload.py``).
+With ``auth.enabled: false`` every request is tenant ``default``, app ``default``; quotas,
+lanes and budgets configured for a tenant named ``default`` still apply.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,6 +26,7 @@ from hybrid_gateway.config import GatewayConfig
 from hybrid_gateway.errors import AuthenticationFailed, RateLimited
 from hybrid_gateway.resilience.clock import Clock
 from hybrid_gateway.routing.rules import message_text
+from hybrid_gateway.stores.base import StoreUnavailable
 from hybrid_gateway.stores.limits import SharedRateLimiter
 from hybrid_gateway.stores.shared import SharedState
 from hybrid_gateway.tenancy.auth import (
@@ -36,11 +39,15 @@ from hybrid_gateway.tenancy.auth import (
 from hybrid_gateway.tenancy.budgets import BudgetBook, Query
 from hybrid_gateway.tenancy.keys import KeyStore
 from hybrid_gateway.tenancy.ratelimit import Decision, RateLimiter
-from hybrid_gateway.tenancy.settings import tenant_names
+from hybrid_gateway.tenancy.settings import BudgetConfig, RateQuota, TenantConfig, tenant_names
 from hybrid_gateway.tenancy.tiers import TierPolicy
 from hybrid_gateway.types import CacheOutcome, ChatRequest, RequestRecord
 
-__all__ = ["Tenancy", "TenancyParts", "build_tenancy"]
+__all__ = [
+    "Tenancy", "TenancyParts", "build_tenancy", "rate_quotas", "tenant_budgets", "tier_policy",
+]  # fmt: skip
+
+_log = logging.getLogger(__name__)
 
 # record.extra key: the prompt tokens admission debited from the token buckets.
 ADMITTED_TOKENS = "admitted_tokens"
@@ -58,6 +65,7 @@ class TenancyParts:
     book: BudgetBook
     admin: AdminGuard
     wall: Callable[[], float]  # epoch seconds (key timestamps, budget periods)
+    log_query: Query | None = None  # the request log, to sum a tenant's spend from
 
 
 class Tenancy:
@@ -67,6 +75,11 @@ class Tenancy:
         # True with a shared (Redis) limiter: admission must be awaited (``admit_async``); the
         # in-process limiter keeps the plain call, with no coroutine on the request path.
         self.admits_async = not isinstance(parts.limiter, RateLimiter)
+
+    def adopt(self, parts: TenancyParts) -> None:
+        """Hot reload: the next request is admitted and tiered by ``parts``."""
+        self.parts = parts
+        self._limiter = parts.limiter
 
     @property
     def tiers(self) -> TierPolicy:
@@ -157,25 +170,36 @@ def build_tenancy(
     authenticator = None
     if config.auth.enabled and keys is not None:
         authenticator = Authenticator(keys, tenant_names(tenants), wall)
-    budgets = {n: t.budget for n, t in tenants.items() if t.budget is not None}
+    budgets = tenant_budgets(tenants)
     book = BudgetBook(budgets) if shared is None else shared.budget_book(budgets)
     if log_query is not None and book.active and shared is None:
-        book.rebuild(log_query, wall())
-    tiers = TierPolicy(
-        tenants,
+        try:
+            book.rebuild(log_query, wall())
+        except StoreUnavailable:  # records: postgres, unreachable at start (docs/scale-out.md)
+            _log.warning("budget spend starts at zero: the request log's database is down")
+    tiers = tier_policy(config, book, wall)
+    limiter: RateLimiter | SharedRateLimiter = (
+        RateLimiter(rate_quotas(tenants), config.limits.global_, clock)
+        if shared is None
+        else shared.limiter(tenants, config.limits)
+    )
+    admin = AdminGuard(admin_key, config.auth.admin_key_env)
+    return Tenancy(TenancyParts(authenticator, keys, limiter, tiers, book, admin, wall, log_query))
+
+
+def tier_policy(config: GatewayConfig, book: BudgetBook, wall: Callable[[], float]) -> TierPolicy:
+    return TierPolicy(
+        config.tenants,
         {name: lane.channel for name, lane in config.lanes.items()},
         {m.id: m.lane for m in config.models},
         book,
         wall,
     )
-    limiter: RateLimiter | SharedRateLimiter = (
-        RateLimiter(
-            {n: t.rate for n, t in tenants.items() if t.rate is not None},
-            config.limits.global_,
-            clock,
-        )
-        if shared is None
-        else shared.limiter(tenants, config.limits)
-    )
-    admin = AdminGuard(admin_key, config.auth.admin_key_env)
-    return Tenancy(TenancyParts(authenticator, keys, limiter, tiers, book, admin, wall))
+
+
+def rate_quotas(tenants: Mapping[str, TenantConfig]) -> dict[str, RateQuota]:
+    return {name: t.rate for name, t in tenants.items() if t.rate is not None}
+
+
+def tenant_budgets(tenants: Mapping[str, TenantConfig]) -> dict[str, BudgetConfig]:
+    return {name: t.budget for name, t in tenants.items() if t.budget is not None}

@@ -83,6 +83,11 @@ class Authenticator:
         self._note_use(record.id)
         return Identity(record.tenant, record.app, record.id)
 
+    def replace_tenants(self, tenants: Collection[str]) -> None:
+        """Hot reload: keys of a tenant no longer configured are refused from the next request
+        (401, the key stays in the store and works again if the tenant comes back)."""
+        self._tenants = frozenset(tenants)
+
     def invalidate(self, key_id: str) -> None:
         """Forget a cached key (after a revoke through this process)."""
         self._cache.pop(key_id, None)

@@ -11,6 +11,12 @@ figures could only disagree with it.  Without a request log spend starts at zero
 per process; with ``stores.backend: redis`` a ``SharedBudgetBook`` (stores/spend.py) keeps this
 view in step with one set of counters in Redis, so replicas share one cap.
 
+A hot reload changes the caps, not the spend (``plan`` then ``adopt``): a tenant whose budget
+keeps its time zone keeps what it has spent today and this month, and the new caps apply to it
+from the next request.  A tenant that gets a budget, or whose time zone changes, has its spend
+summed from the request log as at start-up (zero without a log; with the shared book its view is
+read from Redis at the next sync).  A tenant whose budget is removed is no longer counted.
+
 A cap is checked when a request is routed; requests already in flight still finish, so spend
 can pass the cap by what they cost.  Instants are epoch seconds passed in by the caller (from
 an injected wall clock), never read here.
@@ -26,7 +32,7 @@ from zoneinfo import ZoneInfo
 
 from hybrid_gateway.tenancy.settings import BudgetConfig
 
-__all__ = ["BudgetBook", "Periods", "periods"]
+__all__ = ["BookPlan", "BudgetBook", "Periods", "periods"]
 
 Query = Callable[[str, Sequence[Any]], list[tuple[Any, ...]]]
 
@@ -56,6 +62,15 @@ class _Spend:
     month: tuple[int, int]
     day_usd: float = 0.0
     month_usd: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class BookPlan:
+    """New caps and the spend they start from, built before a reload swaps anything in."""
+
+    budgets: dict[str, BudgetConfig]
+    zones: dict[str, ZoneInfo]
+    spend: dict[str, _Spend]
 
 
 class BudgetBook:
@@ -108,16 +123,37 @@ class BudgetBook:
 
     def rebuild(self, query: Query, at: float) -> None:
         """Today's and this month's spend of every budgeted tenant, from the request log."""
-        sql = "SELECT coalesce(sum(cost_usd), 0) FROM requests WHERE tenant = ? AND ts >= ?"
         for tenant, zone in self._zones.items():
-            now = periods(at, zone)
-            month = float(query(sql, (tenant, now.month_start))[0][0])
-            day = float(query(sql, (tenant, now.day_start))[0][0])
-            self._spend[tenant] = _Spend(now.day, now.month, day, month)
+            self._spend[tenant] = _summed(query, tenant, zone, at)
+
+    def plan(
+        self, budgets: Mapping[str, BudgetConfig], *, query: Query | None, at: float
+    ) -> BookPlan:
+        """The book under new caps (module docstring); nothing changes until ``adopt``."""
+        zones = {name: ZoneInfo(b.timezone) for name, b in budgets.items()}
+        spend: dict[str, _Spend] = {}
+        for tenant, budget in budgets.items():
+            old = self._budgets.get(tenant)
+            if old is not None and old.timezone == budget.timezone:
+                if tenant in self._spend:
+                    spend[tenant] = self._spend[tenant]
+            elif query is not None:
+                spend[tenant] = _summed(query, tenant, zones[tenant], at)
+        return BookPlan(dict(budgets), zones, spend)
+
+    def adopt(self, plan: BookPlan) -> None:
+        """Swap in what ``plan`` built."""
+        self._budgets, self._zones, self._spend = plan.budgets, plan.zones, plan.spend
 
     def set_spend(self, tenant: str, at: float, day_usd: float, month_usd: float) -> None:
-        """Replace the tenant's spend for ``at``'s periods (a shared book's refresh)."""
-        when = periods(at, self._zones[tenant])
+        """Replace the tenant's spend for ``at``'s periods (a shared book's refresh).
+
+        A tenant without a budget (any more: a reload during the refresh) is ignored.
+        """
+        zone = self._zones.get(tenant)
+        if zone is None:
+            return
+        when = periods(at, zone)
         self._spend[tenant] = _Spend(when.day, when.month, day_usd, month_usd)
 
     def _current(self, tenant: str, at: float) -> _Spend:
@@ -131,3 +167,14 @@ class BudgetBook:
         if when.day > spend.day:
             spend.day, spend.day_usd = when.day, 0.0
         return spend
+
+
+_SPENT_SINCE = "SELECT coalesce(sum(cost_usd), 0) FROM requests WHERE tenant = ? AND ts >= ?"
+
+
+def _summed(query: Query, tenant: str, zone: ZoneInfo, at: float) -> _Spend:
+    """The tenant's spend in ``at``'s day and month, from the request log."""
+    now = periods(at, zone)
+    month = float(query(_SPENT_SINCE, (tenant, now.month_start))[0][0])
+    day = float(query(_SPENT_SINCE, (tenant, now.day_start))[0][0])
+    return _Spend(now.day, now.month, day, month)

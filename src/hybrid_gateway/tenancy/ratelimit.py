@@ -10,6 +10,13 @@ leave a bucket in debt, which later requests wait out.
 The refusal carries ``retry_after_s``: how long until the bucket that refused holds enough
 again at its refill rate (the longest of them when several refuse).  Time comes from the
 injected ``Clock``; tests drive it by hand.
+
+A hot reload (``reconfigured``) keeps every bucket whose quota still exists: it keeps its level
+and the time it was last updated, takes the new rate and capacity, and is clamped to the new
+capacity at once; the time since its last update then refills at the new rate.  A bucket in
+debt keeps its debt.  A bucket the old quotas did not have starts full; one the new quotas drop
+is forgotten.  The shared limiter (stores/limits.py) gets the same rule from its Lua script,
+which takes rate and capacity as arguments on every call.
 """
 
 from __future__ import annotations
@@ -50,6 +57,13 @@ class TokenBucket:
         self._refill(self._clock.now())
         return self._level
 
+    def resized(self, rate: float, capacity: float) -> TokenBucket:
+        """This bucket under a new rate and capacity: same level (clamped), same last update."""
+        bucket = TokenBucket(rate, capacity, self._clock)
+        bucket._level = min(capacity, self._level)
+        bucket._stamp = self._stamp
+        return bucket
+
     def wait_for(self, amount: float) -> float:
         return self.wait_at(amount, self._clock.now())
 
@@ -82,6 +96,8 @@ class QuotaBuckets:
 
     def __init__(self, scope: str, quota: RateQuota, clock: Clock) -> None:
         self._names = (f"{scope}:requests", f"{scope}:tokens")
+        self._scope = scope
+        self._clock = clock
         self.requests: TokenBucket | None = None
         self.tokens: TokenBucket | None = None
         if quota.requests_per_s is not None:
@@ -90,6 +106,15 @@ class QuotaBuckets:
         if quota.tokens_per_min is not None:
             per_min = float(quota.tokens_per_min)
             self.tokens = TokenBucket(per_min / 60.0, per_min, clock)
+
+    def reconfigured(self, quota: RateQuota) -> QuotaBuckets:
+        """New buckets for ``quota`` that keep this one's levels (module docstring)."""
+        new = QuotaBuckets(self._scope, quota, self._clock)
+        if new.requests is not None and self.requests is not None:
+            new.requests = self.requests.resized(new.requests.rate, new.requests.capacity)
+        if new.tokens is not None and self.tokens is not None:
+            new.tokens = self.tokens.resized(new.tokens.rate, new.tokens.capacity)
+        return new
 
     def wait(self, tokens: int, now: float) -> tuple[float, str]:
         """The longest wait among this quota's buckets, and which one (0 = admit now)."""
@@ -114,19 +139,44 @@ class QuotaBuckets:
 
 
 class RateLimiter:
-    """Tenant quotas chained with the global one."""
+    """Tenant quotas chained with the global one.
+
+    With ``previous`` (a hot reload) every bucket that still exists keeps its level there.
+    """
+
+    _own: dict[str, QuotaBuckets]
+    _global: QuotaBuckets | None
 
     def __init__(
-        self, tenants: Mapping[str, RateQuota], global_: RateQuota | None, clock: Clock
+        self,
+        tenants: Mapping[str, RateQuota],
+        global_: RateQuota | None,
+        clock: Clock,
+        *,
+        previous: RateLimiter | None = None,
     ) -> None:
         self._clock = clock
-        shared = None if global_ is None else QuotaBuckets("global", global_, clock)
-        # Each tenant's chain, built once: its own quota (if any), then the global one.
+        old_own = previous._own if previous is not None else {}
+        old_global = previous._global if previous is not None else None
+
+        def carry(old: QuotaBuckets | None, scope: str, quota: RateQuota) -> QuotaBuckets:
+            return QuotaBuckets(scope, quota, clock) if old is None else old.reconfigured(quota)
+
+        self._own = {name: carry(old_own.get(name), "tenant", q) for name, q in tenants.items()}
+        self._global = None if global_ is None else carry(old_global, "global", global_)
+        shared = self._global
+        # Each tenant's chain, built once: its own quota, then the global one.
         self._chains = {
-            name: tuple(q for q in (QuotaBuckets("tenant", quota, clock), shared) if q is not None)
-            for name, quota in tenants.items()
+            name: tuple(q for q in (quota, shared) if q is not None)
+            for name, quota in self._own.items()
         }
         self._default_chain: tuple[QuotaBuckets, ...] = () if shared is None else (shared,)
+
+    def reconfigured(
+        self, tenants: Mapping[str, RateQuota], global_: RateQuota | None
+    ) -> RateLimiter:
+        """A limiter for the new quotas that keeps the buckets' levels (hot reload)."""
+        return RateLimiter(tenants, global_, self._clock, previous=self)
 
     def counts_tokens(self, tenant: str) -> bool:
         """Whether admitting ``tenant`` needs a prompt token estimate (skip the work if not)."""

@@ -6,6 +6,7 @@
     bench degrade    faults and overload under load: backup, lane isolation, 2x capacity
     bench scale-out  1 vs 2 worker processes, and the per-request cost of the Redis stores
     bench semantic   semantic cache lookup latency at 10k/100k/1M entries, embedding batching
+    bench semantic-pg  semantic lookup cost: PostgreSQL + pgvector vs the in-process index
 
 Each module exposes ``add_arguments(parser)`` and ``run(args) -> int``.
 """
@@ -43,6 +44,10 @@ BENCHES: dict[str, tuple[str, str]] = {
     "semantic": (
         "hybrid_gateway.cache.semantic.bench",
         "semantic cache: lookup p50/p99 at 10k/100k/1M entries, embedding micro-batching",
+    ),
+    "semantic-pg": (
+        "hybrid_gateway.cache.semantic.bench_pg",
+        "semantic lookup p50/p99 on PostgreSQL + pgvector vs in-process, HNSW recall",
     ),
 }
 

@@ -105,9 +105,14 @@ def _object(required: list[str], **properties: JsonObject) -> JsonObject:
 
 _SCHEMAS: dict[str, JsonObject] = {
     "SemanticCacheStats": _object(
-        ["entries", "bytes", "threshold", "guards", "embedder"],
-        entries={"type": "integer"}, bytes={"type": "integer"}, threshold={"type": "number"},
-        guards={"type": "array", "items": {"type": "string"}}, embedder={"type": "string"},
+        ["backend", "entries", "bytes", "threshold", "guards", "embedder"],
+        backend={"type": "string", "enum": ["memory", "sqlite", "postgres"]},
+        entries=nullable({"type": "integer"}), bytes=nullable({"type": "integer"}),
+        threshold={"type": "number"}, guards={"type": "array", "items": {"type": "string"}},
+        embedder={"type": "string"},
+        up={"type": "boolean", "description": "postgres only: its store is reachable "
+            "(entries and bytes are null while it is not)."},
+        errors={"type": "integer"}, last_error=nullable({"type": "string"}),
     ),
     "SemanticCacheEntry": _object(
         ["id", "scope", "embedder", "question", "answer", "created_at", "last_used"],

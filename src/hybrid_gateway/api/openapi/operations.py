@@ -4,7 +4,22 @@ from __future__ import annotations
 
 from hybrid_gateway.api.openapi.parts import Section, json_response, ref
 
-__all__ = ["section"]
+__all__ = ["section", "store_health"]
+
+
+def store_health(backends: list[str], description: str, *counts: str) -> dict[str, object]:
+    """A store's part of ``/healthz``: backend, up, errors, last error and ``counts``."""
+    properties: dict[str, object] = {
+        "backend": {"type": "string", "enum": backends},
+        "up": {"type": "boolean"},
+        "errors": {"type": "integer"},
+        "last_error": {"type": ["string", "null"]},
+    }
+    properties |= {name: {"type": "integer"} for name in counts}
+    return {
+        "type": "object", "description": description, "required": ["backend", "up"],
+        "properties": properties,
+    }  # fmt: skip
 
 
 def section() -> Section:
@@ -43,28 +58,34 @@ def section() -> Section:
         schemas={
             "Health": {
                 "type": "object",
-                "required": ["status", "version", "uptime_s", "channels", "store"],
+                "required": ["status", "version", "uptime_s", "channels", "store", "records"],
                 "properties": {
                     "status": {
                         "type": "string",
                         "enum": ["ok", "degraded"],
-                        "description": "`degraded`: serving, but the shared store is down "
-                        "(its outage policies apply; docs/scale-out.md).",
+                        "description": "`degraded`: serving, but a shared store (Redis, or "
+                        "PostgreSQL for the records) is down (its outage policies apply; "
+                        "docs/scale-out.md).",
                     },
                     "version": {"type": "string"},
                     "uptime_s": {"type": "number"},
                     "channels": {"type": "array", "items": {"type": "string"}},
-                    "store": {
-                        "type": "object",
-                        "required": ["backend", "up"],
-                        "properties": {
-                            "backend": {"type": "string", "enum": ["memory", "redis"]},
-                            "up": {"type": "boolean"},
-                            "errors": {"type": "integer"},
-                            "last_error": {"type": ["string", "null"]},
-                            "budget_debits_queued": {"type": "integer"},
-                        },
-                    },
+                    "store": store_health(
+                        ["memory", "redis"],
+                        "Rate limits, budgets, breakers, exact cache (`stores.backend`).",
+                        "budget_debits_queued",
+                    ),
+                    "records": store_health(
+                        ["none", "sqlite", "postgres"],
+                        "Where the request log and feedback go "
+                        "(`stores.records`); `none` when the request log is disabled.",
+                        "journal_files_buffered",
+                    ),
+                    "semantic_store": store_health(
+                        ["postgres"],
+                        "With `stores.records: postgres` and the semantic cache "
+                        "on: the store of its vectors (absent otherwise).",
+                    ),
                 },
             }
         },

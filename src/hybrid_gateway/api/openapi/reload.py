@@ -1,4 +1,5 @@
-"""Hot reload of the routing section, behind the admin key (api/reload.py, docs/operations.md)."""
+"""Hot reload (routing, tenants, limits, the semantic cache's decision), behind the admin key
+(api/reload.py, docs/operations.md)."""
 
 from __future__ import annotations
 
@@ -14,13 +15,17 @@ def section() -> Section:
             "/admin/reload": {
                 "post": {
                     "operationId": "reloadConfig",
-                    "summary": "Reload routing rules and thresholds from the config file",
-                    "description": "Reads the file `serve --config` named again. Only the "
-                    "`routing` section may differ from the config in force; a file that fails "
-                    "validation or changes any other section is refused with 400 "
-                    "`config_rejected` (the message names the file, field and what was "
-                    "expected; `param` is the field) and the old config stays. Requests in "
-                    "flight finish on the router they started with." + SECURITY_NOTE,
+                    "summary": "Reload routing, tenants, limits and the semantic cache's "
+                    "decision from the config file",
+                    "description": "Reads the file `serve --config` named again. Only "
+                    "`routing`, `tenants`, `limits` and the decision keys of `cache.semantic` "
+                    "(threshold, guards, target_precision, calibrated_on, verifier, "
+                    "verifier_threshold, reranker.min_score) may differ from the config in "
+                    "force; rate-bucket levels and budget spend are kept. A file that fails "
+                    "validation or changes any other field is refused with 400 "
+                    "`config_rejected` (the message names the file, the dotted field and what "
+                    "was expected; `param` is the field) and the old config stays, all of it. "
+                    "Requests in flight finish with the parts they started with." + SECURITY_NOTE,
                     "tags": ["admin"],
                     "responses": {
                         "200": json_response("The new config is in force.", ref("ConfigReload")),
@@ -41,7 +46,8 @@ def section() -> Section:
                     "changed": {
                         "type": "array",
                         "items": {"type": "string"},
-                        "description": "Config sections that differed (empty: none)",
+                        "description": "Config sections that differed: routing, tenants, "
+                        "limits, cache.semantic (empty: none)",
                     },
                 },
             }

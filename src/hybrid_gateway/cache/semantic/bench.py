@@ -224,10 +224,15 @@ def _markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def write_report(out: Path, stem: str, result: dict[str, Any], markdown: str) -> None:
+    """``<stem>.json`` + ``<stem>.md`` in ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{stem}.json").write_text(json.dumps(result, indent=2))
+    (out / f"{stem}.md").write_text(markdown)
+    print(f"wrote {out / stem}.json and {stem}.md")
+
+
 def run(args: argparse.Namespace) -> int:
     result = asyncio.run(_run(args))
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "semantic-bench.json").write_text(json.dumps(result, indent=2))
-    (args.out / "semantic-bench.md").write_text(_markdown(result))
-    print(f"wrote {args.out / 'semantic-bench.json'} and semantic-bench.md")
+    write_report(args.out, "semantic-bench", result, _markdown(result))
     return 0

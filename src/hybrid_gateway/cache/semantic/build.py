@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from hybrid_gateway.cache.semantic.backend import SemanticBackend
 from hybrid_gateway.cache.semantic.cache import CacheBounds, SemanticCache
 from hybrid_gateway.cache.semantic.decision import DecisionRule, VerifierCheck
 from hybrid_gateway.cache.semantic.hygiene import DEFAULT_NOISE, NoiseStripper
@@ -16,6 +17,7 @@ from hybrid_gateway.config import GatewayConfig, resolve_path
 from hybrid_gateway.embedding.base import AsyncEmbedder
 from hybrid_gateway.errors import ConfigError
 from hybrid_gateway.resilience.clock import Clock
+from hybrid_gateway.stores.health import StoreHealth
 
 
 def build_reranker(cfg: RerankerConfig, config_path: str | Path | None) -> Reranker:
@@ -40,26 +42,68 @@ def build_verifier(
     return VerifierCheck(model, cfg.verifier_threshold)
 
 
+def build_pg_cache(
+    config: GatewayConfig,
+    bounds: CacheBounds,
+    rule: DecisionRule,
+    clock: Clock,
+    health: StoreHealth,
+    source: str = "<config>",
+) -> SemanticBackend:
+    """``stores.records: postgres``: the entries in the shared pgvector table; ``health`` is
+    PostgreSQL's, shared with the request log and feedback of this process."""
+    try:
+        from hybrid_gateway.cache.semantic.store_pg import PgSemanticCache
+    except ImportError as exc:
+        expected = f"sqlite, or install the postgres extra for postgres ({exc})"
+        raise ConfigError(source, "stores.records", expected) from exc
+    stores = config.stores
+    return PgSemanticCache(stores.postgres_url, bounds=bounds, rule=rule, clock=clock,
+                           health=health, timeout_s=stores.postgres_timeout_ms / 1000)  # fmt: skip
+
+
+def build_rule(
+    cfg: SemanticCacheConfig, config_path: str | Path | None, namespace: str
+) -> DecisionRule:
+    """The hit decision of ``cfg`` (at start-up, and again on a hot reload)."""
+    return DecisionRule(
+        threshold=cfg.threshold,
+        guards=tuple(cfg.guards),
+        verifier=build_verifier(cfg, config_path, namespace),
+    )
+
+
+def shared_scopes(config: GatewayConfig) -> dict[str, str]:
+    """Tenant -> the cache scope it shares, for the tenants that declare one."""
+    return {
+        name: tenant.cache_scope
+        for name, tenant in config.tenants.items()
+        if tenant.cache_scope is not None
+    }
+
+
 def build_semantic_stage(
     config: GatewayConfig,
     *,
     config_path: str | Path | None,
     clock: Clock,
     embedder: AsyncEmbedder,
+    pg_health: StoreHealth | None = None,
 ) -> SemanticStage:
+    """``pg_health``: PostgreSQL's health, required with ``stores.records: postgres``."""
     cfg = config.cache.semantic
-    store = SqliteEntryStore(resolve_path(config_path, cfg.path)) if cfg.path else None
-    cache = SemanticCache(
-        bounds=CacheBounds(ttl_s=cfg.ttl_s, max_entries=cfg.max_entries, max_bytes=cfg.max_bytes),
-        rule=DecisionRule(
-            threshold=cfg.threshold,
-            guards=tuple(cfg.guards),
-            verifier=build_verifier(cfg, config_path, embedder.namespace),
-        ),
-        clock=clock,
-        store=store,
-    )
-    cache.load_at_start(embedder.namespace)
+    bounds = CacheBounds(ttl_s=cfg.ttl_s, max_entries=cfg.max_entries, max_bytes=cfg.max_bytes)
+    rule = build_rule(cfg, config_path, embedder.namespace)
+    cache: SemanticBackend
+    if config.stores.records == "postgres":
+        assert pg_health is not None, "records: postgres is built with PostgreSQL's health"
+        source = str(config_path or "<config>")
+        cache = build_pg_cache(config, bounds, rule, clock, pg_health, source)
+    else:
+        store = SqliteEntryStore(resolve_path(config_path, cfg.path)) if cfg.path else None
+        local = SemanticCache(bounds=bounds, rule=rule, clock=clock, store=store)
+        local.load_at_start(embedder.namespace)
+        cache = local
     rerank = None
     if cfg.reranker is not None:
         rerank = RerankStep(build_reranker(cfg.reranker, config_path), cfg.reranker.min_score)
@@ -67,11 +111,7 @@ def build_semantic_stage(
         cache,
         embedder,
         stripper=NoiseStripper((*DEFAULT_NOISE, *cfg.noise_patterns), cfg.user_names),
-        shared_scopes={
-            name: tenant.cache_scope
-            for name, tenant in config.tenants.items()
-            if tenant.cache_scope is not None
-        },
+        shared_scopes=shared_scopes(config),
         uncacheable=cfg.uncacheable_patterns,
         rerank=rerank,
     )

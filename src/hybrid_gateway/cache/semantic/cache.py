@@ -103,6 +103,14 @@ class SemanticCache:
     def wall_now(self) -> float:
         return self._clock.now() + self._epoch
 
+    @property
+    def health(self) -> None:
+        return None  # nothing shared: the entries live in this process
+
+    async def stats(self) -> dict[str, object]:
+        backend = "memory" if self._store is None else "sqlite"
+        return {"backend": backend, "entries": self.entries, "bytes": self.size_bytes}
+
     # -- lifecycle -------------------------------------------------------------------------
     async def load(self, embedder: str) -> int:
         """Read the current embedder's entries back from the store; returns how many."""

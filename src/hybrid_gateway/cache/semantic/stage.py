@@ -6,11 +6,17 @@
     lookup    embed (once), nearest neighbour in the partition, the decision rule, then the
               optional reranker; a hit writes similarity, entry id and the checks that passed
               onto the record.  Any failure here (embedder down, reranker timeout) is a miss:
-              the request goes upstream, it never fails because of the cache
+              the request goes upstream, it never fails because of the cache; with the
+              shared store down (``StoreUnavailable``) the checks say ``store_down`` and the
+              answer is not stored either (``stores.semantic_on_outage: bypass``)
     store     only what the pipeline judged complete (no error, no partial stream, no tool
               call), only for requests that had a question, never for uncacheable ones
 
 Nothing here knows about HTTP; the record carries everything the API layer shows.
+
+A hot reload (api/reload.py) swaps the decision (``replace_decision``: threshold, guards,
+verifier, the reranker's minimum score) and the tenants' shared scopes (``replace_scopes``);
+the entries, the index and the embedder stay.  The next lookup is judged by the new decision.
 """
 
 from __future__ import annotations
@@ -20,11 +26,14 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from hybrid_gateway.cache.semantic.cache import Namespace, SemanticCache
+from hybrid_gateway.cache.semantic.backend import SemanticBackend
+from hybrid_gateway.cache.semantic.cache import Namespace
+from hybrid_gateway.cache.semantic.decision import DecisionRule
 from hybrid_gateway.cache.semantic.hygiene import NoiseStripper, SemanticKey, semantic_key
 from hybrid_gateway.cache.semantic.rerank import Reranker
 from hybrid_gateway.embedding.base import AsyncEmbedder
 from hybrid_gateway.embedding.lazy import LazyEmbedding, attach_embedding, request_embedding
+from hybrid_gateway.stores.base import StoreUnavailable
 from hybrid_gateway.types import CachedAnswer, ChatRequest, RequestRecord, Usage
 
 log = logging.getLogger(__name__)
@@ -54,7 +63,7 @@ def scope_of(tenant: str, shared_scopes: Mapping[str, str]) -> str:
 class SemanticStage:
     def __init__(
         self,
-        cache: SemanticCache,
+        cache: SemanticBackend,
         embedder: AsyncEmbedder,
         *,
         stripper: NoiseStripper,
@@ -68,6 +77,11 @@ class SemanticStage:
         self.shared_scopes = shared_scopes
         self._uncacheable = [re.compile(p, re.IGNORECASE) for p in uncacheable]
         self._rerank = rerank
+
+    def store_status(self) -> dict[str, object] | None:
+        """For ``/healthz``: the shared vectors' store (None: the entries live in-process)."""
+        health = self.cache.health
+        return None if health is None else {"backend": "postgres", **health.status()}
 
     def namespace(self, tenant: str) -> Namespace:
         return Namespace(scope_of(tenant, self.shared_scopes), self.embedder.namespace)
@@ -84,6 +98,16 @@ class SemanticStage:
         record.extra[_PENDING] = key
         return key
 
+    def replace_decision(self, rule: DecisionRule, rerank_min_score: float | None) -> None:
+        """Hot reload: the next lookup is judged by ``rule`` (and the reranker's new minimum)."""
+        self.cache.rule = rule
+        if self._rerank is not None and rerank_min_score is not None:
+            self._rerank = RerankStep(self._rerank.reranker, rerank_min_score)
+
+    def replace_scopes(self, shared_scopes: Mapping[str, str]) -> None:
+        """Hot reload of the tenants: which tenants share a cache namespace from now on."""
+        self.shared_scopes = shared_scopes
+
     async def lookup(self, record: RequestRecord) -> SemanticHit | None:
         """After ``prepare``: the nearest stored question, judged; None on a miss."""
         key = record.extra.get(_PENDING)
@@ -94,6 +118,9 @@ class SemanticStage:
             vector = await lazy.vector()
             found = await self.cache.lookup(self.namespace(record.tenant), key.bucket,
                                             key.question, vector)  # fmt: skip
+        except StoreUnavailable:  # semantic_on_outage: bypass (counted by the store's health)
+            record.extra["cache_checks"] = "store_down"
+            return None
         except Exception as exc:  # the cache must never fail a request
             log.warning("semantic cache lookup failed: %r", exc)
             record.extra["cache_checks"] = "error"
@@ -123,6 +150,8 @@ class SemanticStage:
             vector = await lazy.vector()
             entry_id = await self.cache.put(self.namespace(record.tenant), key.bucket,
                                             key.question, vector, body, usage)  # fmt: skip
+        except StoreUnavailable:
+            return
         except Exception as exc:
             log.warning("semantic cache store failed: %r", exc)
             return

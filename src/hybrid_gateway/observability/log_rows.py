@@ -1,0 +1,99 @@
+"""A request-log row: its columns, their SQL types, and how a record becomes one.
+
+Both request-log stores (SQLite, PostgreSQL) insert exactly these values in this order, so a
+row reads back the same from either.  ``COLUMNS`` only grows: journals and log files written
+by an older version lack the new columns, which read as NULL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import orjson
+
+from hybrid_gateway.observability.prompts import PROMPT_KEY
+from hybrid_gateway.types import TIER_FALLBACK, RequestRecord
+
+__all__ = ["COLUMNS", "COLUMN_TYPES", "Row", "read_rows", "record_row"]
+
+Row = tuple[Any, ...]
+
+# Name -> PostgreSQL type (SQLite keeps the columns untyped, as it always has).
+COLUMN_TYPES: dict[str, str] = {
+    "request_id": "TEXT PRIMARY KEY", "ts": "DOUBLE PRECISION", "tenant": "TEXT",
+    "model": "TEXT", "stream": "INTEGER", "lane": "TEXT", "channel": "TEXT", "rule": "TEXT",
+    "score": "DOUBLE PRECISION", "cache": "TEXT", "similarity": "DOUBLE PRECISION",
+    "status": "INTEGER", "error_code": "TEXT", "prompt_tokens": "INTEGER",
+    "completion_tokens": "INTEGER", "usage_estimated": "INTEGER", "cost_usd": "DOUBLE PRECISION",
+    "latency_ms": "DOUBLE PRECISION", "upstream_ms": "DOUBLE PRECISION",
+    "ttft_ms": "DOUBLE PRECISION", "retries": "INTEGER", "fallback": "TEXT", "cache_key": "TEXT",
+    "app": "TEXT", "saved_usd": "DOUBLE PRECISION", "queue_ms": "DOUBLE PRECISION",
+    "prompt": "TEXT",
+}  # fmt: skip
+COLUMNS: tuple[str, ...] = tuple(COLUMN_TYPES)
+
+
+def record_row(record: RequestRecord) -> Row:
+    """The record's values in ``COLUMNS`` order."""
+    route = record.route
+    usage = record.usage
+    return (
+        record.request_id,
+        record.started_at,
+        record.tenant,
+        record.model,
+        int(record.stream),
+        route.lane if route else None,
+        route.channel if route else None,
+        route.rule if route else None,
+        route.score if route else None,
+        record.cache.value,
+        record.similarity,
+        record.status,
+        record.error_code,
+        usage.prompt_tokens if usage else None,
+        usage.completion_tokens if usage else None,
+        int(usage.estimated) if usage else None,
+        record.cost_usd,
+        round(record.latency_ms, 3),
+        record.upstream_ms,
+        record.ttft_ms,
+        record.retries,
+        record.fallback or record.extra.get(TIER_FALLBACK),
+        record.cache_key,
+        record.app,
+        _saved_usd(record),
+        _queue_ms(record),
+        _prompt(record),
+    )
+
+
+def _queue_ms(record: RequestRecord) -> float | None:
+    """Time spent waiting for a lane slot (lanes with a queue, ``Dispatcher._slot``)."""
+    waited = record.extra.get("queue_ms")
+    return round(waited, 3) if isinstance(waited, float) else None
+
+
+def _prompt(record: RequestRecord) -> str | None:
+    """The prompt as ``server.request_log.prompts`` keeps it (``prompts.note_prompt``)."""
+    prompt = record.extra.get(PROMPT_KEY)
+    return prompt if isinstance(prompt, str) else None
+
+
+def _saved_usd(record: RequestRecord) -> float | None:
+    """What a cache hit would have cost upstream (``Pipeline._note_saving``); None otherwise."""
+    saved = record.extra.get("saved_usd")
+    return saved if isinstance(saved, float) else None
+
+
+def read_rows(lines: Iterable[bytes]) -> Iterable[Row]:
+    """The rows of journal lines (``orjson`` arrays), padded to ``COLUMNS``."""
+    for line in lines:
+        try:
+            row = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue  # a line torn by a crash mid-write: the request was never acknowledged
+        if isinstance(row, list) and 0 < len(row) <= len(COLUMNS):
+            # A journal written before columns were added: those columns are NULL.
+            yield tuple(row) + (None,) * (len(COLUMNS) - len(row))

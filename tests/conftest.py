@@ -1,0 +1,31 @@
+"""Fixtures shared across test packages: a real PostgreSQL 16 + pgvector (``pgserver``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.stores.postgres_server import (
+    PostgresServer,
+    drop_database,
+    fresh_database,
+    temporary_server,
+)
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """One server for the whole session, started on first use, removed at the end."""
+    with temporary_server() as server:
+        yield server
+
+
+@pytest.fixture
+def postgres_url(postgres_server: PostgresServer) -> Iterator[str]:
+    """The URL of a database of its own for this test, with ``CREATE EXTENSION vector`` done."""
+    url = fresh_database(postgres_server)
+    try:
+        yield url
+    finally:
+        drop_database(postgres_server, url)
