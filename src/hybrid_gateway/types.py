@@ -91,12 +91,6 @@ class ChatResult:
     usage: Usage
 
 
-# ``RequestRecord.extra`` key: a fallback decided at routing (``budget``, tenancy/tiers.py).  The
-# dispatcher owns ``fallback`` and resets it per attempt; headers and the log show this one when
-# the dispatcher's is None.
-TIER_FALLBACK = "tier_fallback"
-
-
 @dataclass(slots=True)
 class RequestRecord:
     """Everything decided about one request; filled in along the path, logged at the end."""

@@ -88,6 +88,25 @@ async def test_retries_until_success_with_clock_sleeps() -> None:
     assert clock.now() >= 0.2 * 0.8 + 0.5 * 0.8
 
 
+async def test_a_retry_keeps_a_fallback_made_before_dispatch() -> None:
+    """A budget downgrade marks the record before dispatch; retries on the primary keep it."""
+    primary = FakeChannel("a", bad_gateway("a"))
+    dispatcher, clock, _ = setup(primary)
+    rec = record()
+    rec.fallback = "budget"
+    await drive(clock, dispatcher.complete(rec, {}))
+    assert rec.retries == 1 and rec.fallback == "budget"
+
+
+async def test_back_on_the_primary_clears_the_dispatchers_own_mark() -> None:
+    primary = FakeChannel("a", bad_gateway("a"))
+    dispatcher, clock, _ = setup(primary)
+    rec = record()
+    rec.fallback = "breaker"  # as an earlier attempt on the backup would have left it
+    await drive(clock, dispatcher.complete(rec, {}))
+    assert rec.fallback is None
+
+
 async def test_gives_up_after_the_schedule_and_raises_the_last_error() -> None:
     primary = FakeChannel("a", *(bad_gateway("a") for _ in range(9)))
     dispatcher, clock, _ = setup(primary)

@@ -10,7 +10,7 @@ from hybrid_gateway.errors import InsufficientQuota, PermissionDenied
 from hybrid_gateway.tenancy.budgets import BudgetBook
 from hybrid_gateway.tenancy.settings import BudgetConfig, TenantConfig
 from hybrid_gateway.tenancy.tiers import TierPolicy
-from hybrid_gateway.types import TIER_FALLBACK, RequestRecord, RouteDecision
+from hybrid_gateway.types import RequestRecord, RouteDecision
 
 LANES = {"light": "light-ch", "heavy": "heavy-ch", "premium": "premium-ch"}
 MODELS: dict[str, str | None] = {"auto": None, "light": "light", "heavy": "heavy"}
@@ -62,17 +62,17 @@ def test_budget_downgrade_across_a_day_boundary() -> None:
     budget = BudgetConfig(daily=0.01, on_exceed="downgrade", downgrade_lane="light")
     tiers, book = policy({"acme": TenantConfig(budget=budget)}, wall)
     first = record("acme")
-    assert tiers.apply(first, HEAVY) is HEAVY and TIER_FALLBACK not in first.extra
+    assert tiers.apply(first, HEAVY) is HEAVY and first.fallback is None
     book.debit("acme", 0.02, wall())
     over = record("acme")
     moved = tiers.apply(over, HEAVY)
     assert moved == RouteDecision("light", "light-ch", "default+budget:heavy->light")
-    assert over.extra[TIER_FALLBACK] == "budget"
+    assert over.fallback == "budget"
     already_light = record("acme")
-    assert tiers.apply(already_light, LIGHT) is LIGHT and TIER_FALLBACK not in already_light.extra
+    assert tiers.apply(already_light, LIGHT) is LIGHT and already_light.fallback is None
     wall.now += 3600  # 00:00 the next day: the daily cap is fresh
     nextday = record("acme")
-    assert tiers.apply(nextday, HEAVY) is HEAVY and TIER_FALLBACK not in nextday.extra
+    assert tiers.apply(nextday, HEAVY) is HEAVY and nextday.fallback is None
 
 
 def test_budget_refuse_across_a_month_boundary() -> None:
@@ -95,4 +95,4 @@ def test_lanes_then_budget() -> None:
     moved = tiers.apply(over, HEAVY)
     assert moved.lane == "light"
     assert moved.rule == "default+tier:heavy->premium+budget:premium->light"
-    assert over.extra[TIER_FALLBACK] == "budget"
+    assert over.fallback == "budget"

@@ -15,7 +15,7 @@ from hybrid_gateway.api.limits import check_message_count
 from hybrid_gateway.api.runtime import GatewayRuntime
 from hybrid_gateway.api.schema import parse_body, parse_chat_request
 from hybrid_gateway.errors import GatewayError, ModelNotFound, PayloadTooLarge
-from hybrid_gateway.types import TIER_FALLBACK, CacheOutcome, ChatRequest, RequestRecord
+from hybrid_gateway.types import CacheOutcome, ChatRequest, RequestRecord
 from hybrid_gateway.upstreams.sse import frame_json
 
 RUNTIME = web.AppKey("runtime", GatewayRuntime)
@@ -40,9 +40,8 @@ def _decision_headers(record: RequestRecord, *, cost_known: bool = True) -> dict
     breaker = record.extra.get("breaker")
     if isinstance(breaker, str):
         headers["x-gateway-breaker"] = breaker
-    fallback = record.fallback or record.extra.get(TIER_FALLBACK)  # dispatch's, else the tier's
-    if isinstance(fallback, str):
-        headers["x-gateway-fallback"] = fallback
+    if record.fallback is not None:
+        headers["x-gateway-fallback"] = record.fallback
     if record.cache is CacheOutcome.SEMANTIC and record.similarity is not None:
         # which stored question answered, how close it was, and the checks it passed
         headers["x-gateway-cache-similarity"] = f"{record.similarity:.4f}"

@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 
 from hybrid_gateway.observability.prompts import PROMPT_KEY
-from hybrid_gateway.types import TIER_FALLBACK, RequestRecord
+from hybrid_gateway.types import RequestRecord
 
 __all__ = ["COLUMNS", "COLUMN_TYPES", "Row", "read_rows", "record_row"]
 
@@ -60,7 +60,7 @@ def record_row(record: RequestRecord) -> Row:
         record.upstream_ms,
         record.ttft_ms,
         record.retries,
-        record.fallback or record.extra.get(TIER_FALLBACK),
+        record.fallback,
         record.cache_key,
         record.app,
         _saved_usd(record),

@@ -26,6 +26,9 @@ from hybrid_gateway.types import RequestRecord
 __all__ = ["Channel", "DispatchParts", "Dispatcher", "LaneChannels", "RetryListener"]
 
 _T = TypeVar("_T")
+# The fallbacks the dispatcher itself marks; it clears only these when a retry goes back to the
+# primary, so a mark made before dispatch (a budget downgrade, a deadline) stays.
+_CHANNEL_FALLBACKS = frozenset({"failover", "breaker"})
 
 
 class Channel(Protocol):
@@ -177,7 +180,9 @@ class Dispatcher:
             record.route, record.fallback = replace(route, channel=lane.backup.name), "failover"
             return lane.backup
         if self._allows(lane.primary):
-            record.route, record.fallback = replace(route, channel=lane.primary.name), None
+            record.route = replace(route, channel=lane.primary.name)
+            if record.fallback in _CHANNEL_FALLBACKS:  # an earlier attempt's; others stay
+                record.fallback = None
             return lane.primary
         if lane.backup is not None and self._allows(lane.backup):
             record.route, record.fallback = replace(route, channel=lane.backup.name), "breaker"

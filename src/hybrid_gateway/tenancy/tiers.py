@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from hybrid_gateway.errors import InsufficientQuota, PermissionDenied
 from hybrid_gateway.tenancy.budgets import BudgetBook
 from hybrid_gateway.tenancy.settings import TenantConfig
-from hybrid_gateway.types import TIER_FALLBACK, RequestRecord, RouteDecision
+from hybrid_gateway.types import RequestRecord, RouteDecision
 
 __all__ = ["TierPolicy"]
 
@@ -77,7 +77,7 @@ class TierPolicy:
             )
         if decision.lane != budget.downgrade_lane:
             decision = self._move(decision, budget.downgrade_lane, BUDGET_FALLBACK)
-            record.extra[TIER_FALLBACK] = BUDGET_FALLBACK
+            record.fallback = BUDGET_FALLBACK
         return decision
 
     def _move(self, decision: RouteDecision, lane: str, why: str) -> RouteDecision:
