@@ -6,7 +6,11 @@ import time
 from pathlib import Path
 
 import orjson
+from aiohttp.test_utils import TestClient, TestServer
 
+from hybrid_gateway.api.app import create_app
+from hybrid_gateway.api.routes import RUNTIME
+from hybrid_gateway.config import parse_config
 from hybrid_gateway.observability.request_log import SqliteRequestLog, record_row
 from hybrid_gateway.types import CacheOutcome, RequestRecord, RouteDecision, Usage
 
@@ -125,3 +129,25 @@ def test_statement_sizes_are_few_and_cover_the_batch() -> None:
         assert sum(sizes) == rows
         seen.update(sizes)
     assert len(seen) <= 10
+
+
+async def test_the_gateway_logs_the_category_the_gates_read(tmp_path: Path) -> None:
+    """``metadata[routing.gates.metadata_key]`` lands in the ``category`` column."""
+    path = tmp_path / "requests.sqlite3"
+    config = parse_config({
+        "channels": {"c": {"base_url": "http://127.0.0.1:9/v1", "model": "m"}},
+        "lanes": {"light": {"channel": "c"}, "heavy": {"channel": "c"}},
+        "server": {"request_log": {"path": str(path), "flush_interval_ms": 60_000}},
+        "routing": {"gates": {"heavy_categories": ["maths"], "metadata_key": "topic"}},
+    })  # fmt: skip
+    sent = [{"topic": "maths", "category": "other"}, {"category": "maths"}, None]
+    async with TestClient(TestServer(create_app(config))) as client:
+        for metadata in sent:  # an unknown model: refused (404) after the log noted it
+            body = {"model": "nope", "messages": [{"role": "user", "content": "hi"}]}
+            response = await client.post("/v1/chat/completions", json=body | {"metadata": metadata})
+            assert response.status == 404
+        log = client.app[RUNTIME].request_log
+        assert log is not None
+        log.flush()
+        rows = log.query("SELECT category FROM requests ORDER BY ts, request_id")
+    assert sorted(rows, key=str) == sorted([("maths",), (None,), (None,)], key=str)

@@ -13,6 +13,7 @@ import yaml
 from hybrid_gateway.embedding.base import Matrix
 from hybrid_gateway.feedback import FeedbackInput, Rating, Reason
 from hybrid_gateway.observability.journaled_log import RequestLog
+from hybrid_gateway.observability.log_rows import note_category
 from hybrid_gateway.observability.request_log import SqliteRequestLog
 from hybrid_gateway.review.reader import LoggedRequest
 from hybrid_gateway.types import RequestRecord, RouteDecision, Usage
@@ -74,6 +75,7 @@ def fill_log(
         record.usage = Usage(r.prompt_tokens, r.completion_tokens)
         if r.prompt is not None:
             record.extra["prompt"] = r.prompt
+        note_category({"category": r.category}, "category", record)
         log.write(record)
     log.flush()
     store = log.open_feedback()

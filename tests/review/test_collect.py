@@ -122,14 +122,14 @@ def test_the_reader_reads_the_shared_postgres_records(tmp_path: Path, postgres_u
     pool = PostgresPool(postgres_url, size=2, timeout_ms=2000, health=health)
     log = PostgresRequestLog(tmp_path / "journal", pool, flush_interval_s=60, prompts="full",
                              other_writers_s=0.0)  # fmt: skip
-    rows = [logged("first", ts=1000.0), logged("second", ts=1100.0, lane="heavy")]
+    rows = [logged("first", ts=1000.0), logged("second", ts=1100.0, lane="heavy", category="law")]
     fill_log(log, rows, [(rows[1].request_id, Reason.TOO_SLOW)])
     data = config_data(tmp_path / "journal")
     data["stores"] = {"records": "postgres", "postgres_url": postgres_url}
     reader, close = open_reader(parse_config(data), tmp_path / "gw.yaml")
     try:
-        assert [(r.prompt, r.lane) for r in reader.requests(0, 2000)] == [
-            ("first", "light"), ("second", "heavy"),
+        assert [(r.prompt, r.lane, r.category) for r in reader.requests(0, 2000)] == [
+            ("first", "light", None), ("second", "heavy", "law"),
         ]  # fmt: skip
         downs = reader.thumbs_down(0, 2000)
         assert [(d.request_id, d.reason) for d in downs] == [(rows[1].request_id, "too_slow")]
@@ -142,6 +142,18 @@ def test_a_log_without_feedback_has_no_thumbs_down(tmp_path: Path) -> None:
     conn = sqlite3.connect(log)
     conn.execute("CREATE TABLE requests (request_id TEXT, ts REAL)")
     assert LogReader(conn).thumbs_down(0, 1) == []
+
+
+def test_a_log_from_before_the_category_column_reads_none(tmp_path: Path) -> None:
+    """The review only reads: a file no gateway of this version has opened lacks the column."""
+    conn = sqlite3.connect(tmp_path / "requests.sqlite3")
+    columns = ("request_id, ts, tenant, model, lane, channel, rule, score, cache, status, "
+               "latency_ms, prompt_tokens, completion_tokens, cost_usd, prompt")  # fmt: skip
+    conn.execute(f"CREATE TABLE requests ({columns})")
+    conn.execute("INSERT INTO requests (request_id, ts, tenant, status, prompt) "
+                 "VALUES ('r1', 10.0, 't1', 200, 'q')")  # fmt: skip
+    conn.commit()
+    assert [(r.prompt, r.category) for r in LogReader(conn).requests(0, 20)] == [("q", None)]
 
 
 def test_a_bad_since_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -54,6 +54,15 @@ def test_set_keywords_delete_and_threshold() -> None:
     assert yaml.safe_load(text)["routing"]["classifier"] == {"threshold": 0.42}
 
 
+def test_set_gates_creates_the_list_then_replaces_it() -> None:
+    text = apply_edits(BLOCK, [Edit("set_gates", value=["maths"])])
+    assert yaml.safe_load(text)["routing"]["gates"] == {"heavy_categories": ["maths"]}
+    assert "# too broad?" in text and rules_of(text) == rules_of(BLOCK)
+    text = apply_edits(text, [Edit("set_gates", value=["maths", "law"])])
+    assert yaml.safe_load(text)["routing"]["gates"] == {"heavy_categories": ["maths", "law"]}
+    assert yaml.safe_load(text)["other"] == 1
+
+
 def test_flow_style_rules() -> None:
     text = "routing:\n  rules: [{name: a, when: {max_chars: 3}, lane: light}]\n"
     out = apply_edits(text, [Edit("insert_rule", 1, {"name": "b"}), Edit("delete_rule", 0)])

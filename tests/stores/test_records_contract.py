@@ -9,17 +9,25 @@ rebuild, the feedback queries and the ``rated_requests`` view.  The outage tests
 from __future__ import annotations
 
 import hashlib
+import sqlite3
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import orjson
+import psycopg
 import pytest
 
 from hybrid_gateway.feedback import FeedbackInput, Rating, Reason
 from hybrid_gateway.observability.journal import MmapJournal
 from hybrid_gateway.observability.journaled_log import RequestLog
-from hybrid_gateway.observability.log_rows import COLUMNS, record_row
+from hybrid_gateway.observability.log_rows import (
+    CATEGORY_CHARS,
+    COLUMN_TYPES,
+    COLUMNS,
+    note_category,
+    record_row,
+)
 from hybrid_gateway.observability.prompts import PromptMode
 from hybrid_gateway.observability.request_log import SqliteRequestLog
 from hybrid_gateway.observability.request_log_pg import PostgresRequestLog
@@ -41,20 +49,27 @@ def record(
         request_id=request_id, started_at=at, model="auto", tenant=tenant, app="web",
         cache_key="k" * 16, route=RouteDecision("light", "light-emu", "how-to", score=0.125),
         usage=Usage(prompt_tokens=12, completion_tokens=30), cost_usd=cost, latency_ms=12.3456,
-        upstream_ms=10.5, ttft_ms=4.25, retries=1, extra={"queue_ms": 1.5},
+        upstream_ms=10.5, ttft_ms=4.25, retries=1, extra={"queue_ms": 1.5, "category": "maths"},
     )  # fmt: skip
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
-def make_log(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MakeLog]:
+def backend(request: pytest.FixtureRequest) -> tuple[str, str]:
+    """The records store under test, and the URL of its PostgreSQL database ("" for SQLite)."""
+    url = request.getfixturevalue("postgres_url") if request.param == "postgres" else ""
+    return str(request.param), url
+
+
+@pytest.fixture
+def make_log(backend: tuple[str, str], tmp_path: Path) -> Iterator[MakeLog]:
     """``make_log(**options)`` opens a log on this test's database (the same one each time)."""
     opened: list[RequestLog] = []
-    url = request.getfixturevalue("postgres_url") if request.param == "postgres" else ""
+    kind, url = backend
 
     def make(**options: Any) -> RequestLog:
         options.setdefault("flush_interval_s", 3600)  # rows move only when a test flushes
         log: RequestLog
-        if request.param == "sqlite":
+        if kind == "sqlite":
             log = SqliteRequestLog(tmp_path / "requests.sqlite3", **options)
         else:
             health = StoreHealth(ManualClock(), retry_s=1.0)
@@ -139,6 +154,46 @@ def test_prompt_modes_store_the_same_text(
     log.write(entry)
     log.flush()
     assert log.query("SELECT prompt FROM requests WHERE request_id = ?", ("req_1",)) == [(stored,)]
+
+
+def test_the_declared_category_is_kept_cut_to_its_bound(make_log: MakeLog) -> None:
+    log = make_log()
+    declared = {"req_1": {"topic": "maths"}, "req_2": {"topic": "x" * 100},
+                "req_3": {"topic": 7}, "req_4": None}  # fmt: skip
+    for rid, metadata in declared.items():
+        entry = record(rid)
+        entry.extra.pop("category")
+        note_category(metadata, "topic", entry)
+        log.write(entry)
+    log.flush()
+    assert log.query("SELECT request_id, category FROM requests ORDER BY request_id") == [
+        ("req_1", "maths"), ("req_2", "x" * CATEGORY_CHARS), ("req_3", None), ("req_4", None),
+    ]  # fmt: skip
+
+
+async def test_a_table_made_before_the_category_column_gains_it(
+    backend: tuple[str, str], make_log: MakeLog, tmp_path: Path
+) -> None:
+    old = {c: t for c, t in COLUMN_TYPES.items() if c != "category"}
+    kind, url = backend
+    if kind == "sqlite":  # as an older version made it: untyped columns
+        with sqlite3.connect(tmp_path / "requests.sqlite3") as db:
+            db.execute(f"CREATE TABLE requests ({', '.join(old)}, PRIMARY KEY (request_id))")
+            db.execute("INSERT INTO requests (request_id, ts) VALUES ('req_old', 1.0)")
+    else:
+        with psycopg.connect(url, autocommit=True) as db:
+            db.execute(f"CREATE TABLE requests ({', '.join(f'{c} {t}' for c, t in old.items())})")
+            db.execute("INSERT INTO requests (request_id, ts) VALUES ('req_old', 1.0)")
+    log = make_log()
+    log.write(record("req_new"))
+    log.flush()
+    assert log.query("SELECT request_id, category FROM requests ORDER BY request_id") == [
+        ("req_new", "maths"), ("req_old", None),
+    ]  # fmt: skip
+    store = log.open_feedback()  # the view carries the new column too
+    await store.save("acme", FeedbackInput("req_new", Rating.DOWN), now=100.0)
+    assert log.query("SELECT rating, category FROM rated_requests") == [("down", "maths")]
+    await store.aclose()
 
 
 async def test_feedback_save_get_find_and_the_view(make_log: MakeLog) -> None:

@@ -7,15 +7,19 @@ by an older version lack the new columns, which read as NULL.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import orjson
 
 from hybrid_gateway.observability.prompts import PROMPT_KEY
+from hybrid_gateway.routing.settings import GateConfig, RoutingConfig
 from hybrid_gateway.types import RequestRecord
 
-__all__ = ["COLUMNS", "COLUMN_TYPES", "Row", "read_rows", "record_row"]
+__all__ = [
+    "CATEGORY_CHARS", "CATEGORY_KEY", "COLUMNS", "COLUMN_TYPES", "Row", "category_key",
+    "note_category", "read_rows", "record_row",
+]  # fmt: skip
 
 Row = tuple[Any, ...]
 
@@ -29,7 +33,7 @@ COLUMN_TYPES: dict[str, str] = {
     "latency_ms": "DOUBLE PRECISION", "upstream_ms": "DOUBLE PRECISION",
     "ttft_ms": "DOUBLE PRECISION", "retries": "INTEGER", "fallback": "TEXT", "cache_key": "TEXT",
     "app": "TEXT", "saved_usd": "DOUBLE PRECISION", "queue_ms": "DOUBLE PRECISION",
-    "prompt": "TEXT",
+    "prompt": "TEXT", "category": "TEXT",
 }  # fmt: skip
 COLUMNS: tuple[str, ...] = tuple(COLUMN_TYPES)
 
@@ -66,7 +70,32 @@ def record_row(record: RequestRecord) -> Row:
         _saved_usd(record),
         _queue_ms(record),
         _prompt(record),
+        _category(record),
     )
+
+
+CATEGORY_KEY = "category"  # the record.extra key the row builder reads
+# A declared category longer than this is cut (the column is for grouping, not for free text).
+CATEGORY_CHARS = 64
+
+
+def category_key(routing: RoutingConfig) -> str:
+    """The ``metadata`` key the routing gates read a request's category from."""
+    gates = routing.gates if routing.gates is not None else GateConfig()
+    return gates.metadata_key
+
+
+def note_category(metadata: object, key: str, record: RequestRecord) -> None:
+    """Keep the category ``metadata[key]`` declares on ``record`` (nothing when it is absent or
+    not a string: the gates ignore it then too)."""
+    value = metadata.get(key) if isinstance(metadata, Mapping) else None
+    if isinstance(value, str):
+        record.extra[CATEGORY_KEY] = value[:CATEGORY_CHARS]
+
+
+def _category(record: RequestRecord) -> str | None:
+    category = record.extra.get(CATEGORY_KEY)
+    return category if isinstance(category, str) else None
 
 
 def _queue_ms(record: RequestRecord) -> float | None:

@@ -5,7 +5,7 @@ collect  -> flagged requests: thumbs-down and re-asks
 vectors  -> one embedding per distinct prompt
 cluster  -> flagged prompts grouped by meaning
 keywords -> n-grams that pick a cluster out of the unflagged traffic
-proposals-> config edits per cluster
+proposals-> config edits per cluster (and category gates across them)
 replay   -> the logged traffic routed under the config as is and as proposed
 analysis -> all of the above, ranked
 report   -> JSON, Markdown, HTML;  cli -> the command

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from hybrid_gateway.config import GatewayConfig
 from hybrid_gateway.errors import ConfigError
+from hybrid_gateway.observability.log_rows import category_key
 from hybrid_gateway.review.cluster import CLUSTER_SIMILARITY, cluster
 from hybrid_gateway.review.collect import (
     Collection,
@@ -25,6 +26,7 @@ from hybrid_gateway.review.collect import (
 from hybrid_gateway.review.proposals import (
     Proposal,
     apply_edits,
+    gate_proposals,
     merge,
     propose,
     threshold_proposal,
@@ -33,7 +35,8 @@ from hybrid_gateway.review.reader import LogReader
 from hybrid_gateway.review.replay import Effect, effect, parse_text, route_all
 from hybrid_gateway.review.vectors import PromptVectors
 
-_KIND_ORDER = {"add_keyword": 0, "remove_keyword": 1, "new_rule": 2, "threshold": 3}
+_KIND_ORDER = {"add_keyword": 0, "remove_keyword": 1, "new_rule": 2, "add_gate": 3,
+               "remove_gate": 4, "threshold": 5}  # fmt: skip
 MAX_PROPOSALS = 20
 
 
@@ -44,6 +47,11 @@ class Cluster:
 
     def reasons(self) -> list[tuple[str, int]]:
         return Counter(f.reason for f in self.members).most_common()
+
+    def categories(self) -> list[tuple[str, int]]:
+        """The categories the members declared (``metadata``), most common first."""
+        found = Counter(f.request.category for f in self.members if f.request.category)
+        return sorted(found.items(), key=lambda kv: (-kv[1], kv[0]))
 
     def decisions(self) -> list[tuple[str, int]]:
         """What sent them: ``light / how-to-light``, ``light / classifier (score 0.31-0.44)``."""
@@ -121,10 +129,11 @@ async def run_review(
             candidates += [moved] if moved is not None else []
     if text:
         candidates += _across_clusters(clusters, others, config)
-    if routing.gates is not None or any(f.want for f in found.flagged):
+    candidates += gate_proposals([(c.number, f) for c in clusters for f in c.members], routing)
+    if routing.gates is not None and not any(r.category for r in requests):
         notes.append(
-            "category gates are not proposed: the request log does not keep a request's "
-            "declared category (metadata)"
+            f"no request in the window declared a category (metadata.{category_key(routing)}): "
+            "the category gates applied to none, and none is proposed"
         )
     proposals = merge(candidates)
     if not text:
@@ -151,7 +160,7 @@ async def run_review(
         f"the replay under the config as is gives the logged lane for {same} of "
         f"{baseline.replayed} replayed requests (the rest: the config changed during the "
         "window, or what the log does not keep decided them: earlier turns, attachments, "
-        "metadata, fallbacks)"
+        "metadata other than the category, fallbacks)"
     )
     return Review(config_path, found, tuple(clusters), ranked, baseline, tuple(notes), similarity)
 

@@ -9,12 +9,17 @@ For the requests of a cluster that a different lane would have served better (``
 - **removing a keyword** (``remove_keyword``): when most of the cluster matched one keyword of
   the rule that sent them, that keyword is dropped (the rule itself, if it was its only one);
 - **a threshold move** (``threshold``): when the classifier sent them, the threshold that
-  puts all of them on the other side.
+  puts all of them on the other side;
+- **a category gate** (``add_gate`` / ``remove_gate``, ``gate_proposals``): by the category
+  the requests declared (the request log's ``category`` column), across all flagged requests
+  whatever their cluster (one category holds questions of many meanings): a category that at
+  least ``GATE_MIN_FLAGGED`` light answers wanting the complex lane declared, more than heavy
+  answers rated too slow, is added to ``routing.gates.heavy_categories``; a gated category
+  whose flagged requests are mostly heavy answers rated too slow, sent by its gate, is taken
+  out.  The replay shows what else the gate moves (the category's unflagged requests).
 
-A category gate would need the request's declared category, which the request log does not
-keep; the review cannot propose one.  Each proposal is a list of ``Edit`` values applied to
-the config file's text by ``routing/config_edit.py`` (comments and layout kept), both for the
-replay and for ``--apply``.
+Each proposal is a list of ``Edit`` values applied to the config file's text by
+``routing/config_edit.py`` (comments and layout kept), both for the replay and for ``--apply``.
 """
 
 from __future__ import annotations
@@ -25,15 +30,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from hybrid_gateway.observability.log_rows import CATEGORY_CHARS
 from hybrid_gateway.review.collect import Flagged, Want
 from hybrid_gateway.review.keywords import Keyword, choose
 from hybrid_gateway.routing.config_edit import delete_item, insert_item, set_value
 from hybrid_gateway.routing.router import CLASSIFIER_RULE
 from hybrid_gateway.routing.settings import RoutingConfig, RuleConfig
 
-Op = Literal["insert_rule", "set_keywords", "delete_rule", "set_threshold"]
-Kind = Literal["add_keyword", "new_rule", "remove_keyword", "threshold"]
+Op = Literal["insert_rule", "set_keywords", "delete_rule", "set_threshold", "set_gates"]
+Kind = Literal["add_keyword", "new_rule", "remove_keyword", "threshold", "add_gate", "remove_gate"]
 _RULES = ("routing", "rules")
+_GATES = ("routing", "gates", "heavy_categories")
+# Flagged requests of one category, wanting one direction, needed to propose its gate: one
+# complaint is an anecdote, and a gate moves the whole category.
+GATE_MIN_FLAGGED = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +65,8 @@ def apply_edits(text: str, edits: Sequence[Edit]) -> str:
             text = delete_item(text, _RULES, edit.index)
         elif edit.op == "set_keywords":
             text = set_value(text, (*_RULES, edit.index, "when", "keywords_any"), edit.value)
+        elif edit.op == "set_gates":
+            text = set_value(text, _GATES, edit.value)
         else:
             text = set_value(text, ("routing", "classifier", "threshold"), edit.value)
     return text
@@ -171,6 +183,35 @@ def threshold_proposal(
     new = round(new, 4)
     title = f"classifier threshold {current:g} -> {new:g}"
     return Proposal("threshold", title, (Edit("set_threshold", value=new),), clusters)
+
+
+def gate_proposals(
+    members: Sequence[tuple[int, Flagged]], routing: RoutingConfig
+) -> list[Proposal]:
+    """Category gates to add or remove, from every flagged request (with its cluster's
+    number) that declared a category."""
+    gated = list(routing.gates.heavy_categories) if routing.gates is not None else []
+    by_category: dict[str, list[tuple[int, Flagged]]] = {}
+    for number, f in members:
+        category = f.request.category
+        # A category at the column's bound may have been cut: a gate on it would match nothing.
+        if f.want is not None and category is not None and len(category) < CATEGORY_CHARS:
+            by_category.setdefault(category, []).append((number, f))
+    out: list[Proposal] = []
+    for category, group in sorted(by_category.items()):
+        # light answers too weak / heavy answers, sent by this gate, too slow
+        weak = [n for n, f in group if f.want == "complex"]
+        slow = [n for n, f in group if f.want == "simple" and f.request.rule == f"gate:{category}"]
+        if category not in gated and len(weak) >= GATE_MIN_FLAGGED and len(weak) > len(slow):
+            title = (f"gate category {_quoted([category])} to {routing.complex_lane} "
+                     "(routing.gates.heavy_categories)")  # fmt: skip
+            edit = Edit("set_gates", value=[*gated, category])
+            out.append(Proposal("add_gate", title, (edit,), tuple(sorted(set(weak)))))
+        elif category in gated and len(slow) >= GATE_MIN_FLAGGED and len(slow) > len(weak):
+            title = f"remove category {_quoted([category])} from routing.gates.heavy_categories"
+            edit = Edit("set_gates", value=[c for c in gated if c != category])
+            out.append(Proposal("remove_gate", title, (edit,), tuple(sorted(set(slow)))))
+    return out
 
 
 def propose(

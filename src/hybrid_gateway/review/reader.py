@@ -13,9 +13,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-_REQUEST_COLUMNS = (
+_REQUEST_COLUMNS: tuple[str, ...] = (
     "request_id", "ts", "tenant", "model", "lane", "channel", "rule", "score", "cache",
     "status", "latency_ms", "prompt_tokens", "completion_tokens", "cost_usd", "prompt",
+    "category",
 )  # fmt: skip
 
 
@@ -38,6 +39,8 @@ class LoggedRequest:
     completion_tokens: int
     cost_usd: float
     prompt: str | None
+    # The category the request declared (``metadata``, the key the routing gates read).
+    category: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,8 +70,11 @@ class LogReader:
 
     def requests(self, since: float, until: float) -> list[LoggedRequest]:
         """Answered requests (status 200) in ``[since, until)``, oldest first."""
+        columns = _REQUEST_COLUMNS
+        if not self._has("SELECT category FROM requests WHERE 1 = 0", "category"):
+            columns = tuple("NULL" if c == "category" else c for c in columns)
         sql = (
-            f"SELECT {', '.join(_REQUEST_COLUMNS)} FROM requests "
+            f"SELECT {', '.join(columns)} FROM requests "
             f"WHERE ts >= {self._marker} AND ts < {self._marker} AND status = 200 "
             "ORDER BY ts, request_id"
         )
@@ -82,18 +88,20 @@ class LogReader:
             f"WHERE f.rating = 'down' AND r.ts >= {self._marker} AND r.ts < {self._marker} "
             "ORDER BY r.ts, f.request_id"
         )
-        if not self._has_feedback():
+        if not self._has("SELECT request_id FROM feedback WHERE 1 = 0", "feedback"):
             return []
         return [Rating(str(rid), reason, comment) for rid, reason, comment in self._rows(
             sql, (since, until)
         )]  # fmt: skip
 
-    def _has_feedback(self) -> bool:
-        """False when the file has no feedback table (a log written without the feedback API)."""
+    def _has(self, probe: str, name: str) -> bool:
+        """False when ``probe`` fails for want of ``name``: a log written without the feedback
+        API has no feedback table; one no gateway of this version has opened lacks newer
+        columns (the gateway adds them at start-up, the review only reads)."""
         try:
-            self._rows("SELECT request_id FROM feedback WHERE 1 = 0", ())
-        except Exception as exc:  # sqlite3.OperationalError / psycopg.errors.UndefinedTable
-            if "feedback" not in str(exc):
+            self._rows(probe, ())
+        except Exception as exc:  # sqlite3.OperationalError / psycopg.errors.Undefined*
+            if name not in str(exc):
                 raise
             self._connection.rollback()  # PostgreSQL refuses every statement after an error
             return False
@@ -110,7 +118,7 @@ class LogReader:
 
 def _request(row: Sequence[Any]) -> LoggedRequest:
     (rid, ts, tenant, model, lane, channel, rule, score, cache, status, latency_ms,
-     prompt_tokens, completion_tokens, cost, prompt) = row  # fmt: skip
+     prompt_tokens, completion_tokens, cost, prompt, category) = row  # fmt: skip
     return LoggedRequest(
         request_id=str(rid), ts=float(ts), tenant=str(tenant), model=str(model or ""),
         lane=lane, channel=channel, rule=rule,
@@ -119,4 +127,5 @@ def _request(row: Sequence[Any]) -> LoggedRequest:
         prompt_tokens=int(prompt_tokens or 0),
         completion_tokens=int(completion_tokens or 0), cost_usd=float(cost or 0.0),
         prompt=prompt if isinstance(prompt, str) else None,
+        category=category if isinstance(category, str) else None,
     )  # fmt: skip

@@ -1,10 +1,12 @@
 """Replay the logged traffic through the real router, under the config as is and as proposed.
 
 Each logged request with a stored text prompt is routed again by ``GatewayRouter`` built
-from the config (``routing/build.py``) as a one-message chat with the logged model and tenant.
-What the log does not keep cannot be replayed: earlier turns, attachments and request
-metadata (so category gates and conversation-depth rules see a single-turn text request).
-Cache hits are left out: a route change would not have reached an upstream for them.
+from the config (``routing/build.py``) as a one-message chat with the logged model and tenant,
+and the logged category as its ``metadata`` (under the gates' key), so category gates apply
+as they did live.  What the log does not keep cannot be replayed: earlier turns, attachments
+and the rest of the metadata (so conversation-depth and document-type rules see a single-turn
+text request).  Cache hits are left out: a route change would not have reached an upstream
+for them.
 
 The cost of a request on a lane is its logged tokens times the prices of the lane's channel
 (``channels.<name>.price_per_1m_input/output``): the same tokens, priced where the route sends
@@ -17,11 +19,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 
 from hybrid_gateway.config import GatewayConfig, parse_config
 from hybrid_gateway.embedding.lazy import LazyEmbedding, attach_embedding
+from hybrid_gateway.observability.log_rows import category_key
 from hybrid_gateway.review.collect import CACHE_HITS, Flagged
 from hybrid_gateway.review.reader import LoggedRequest
 from hybrid_gateway.review.vectors import PromptVectors
@@ -73,14 +77,17 @@ async def route_all(
     """Route every replayable request (``vectors`` is None: the prompts are not text)."""
     learned = config.routing.learned
     router = build_router(config, config_path=config_path, embedder=vectors if learned else None)
+    key = category_key(config.routing)
     lanes: list[str | None] = []
     for r in requests:
         if not replayable(r, vectors is not None) or r.prompt is None:
             lanes.append(None)
             continue
         messages = [{"role": "user", "content": r.prompt}]
-        chat = ChatRequest(r.model, messages, stream=False, include_usage=False,
-                           body={"model": r.model, "messages": messages})  # fmt: skip
+        body: dict[str, Any] = {"model": r.model, "messages": messages}
+        if r.category is not None:
+            body["metadata"] = {key: r.category}
+        chat = ChatRequest(r.model, messages, stream=False, include_usage=False, body=body)
         record = RequestRecord(r.request_id, r.ts, model=r.model, tenant=r.tenant)
         if learned and vectors is not None:
             attach_embedding(record, LazyEmbedding(vectors, r.prompt))

@@ -46,6 +46,7 @@ def as_json(review: Review) -> dict[str, Any]:
                 "size": len(c.members),
                 "reasons": dict(c.reasons()),
                 "decisions": dict(c.decisions()),
+                "categories": dict(c.categories()),
                 "examples": [f.request.prompt for f in c.members[:EXAMPLES]],
                 "proposals": by_cluster.get(c.number, []),
             }
@@ -116,6 +117,10 @@ def _rows(data: dict[str, Any]) -> list[list[str]]:
              *_effect_cells(p["effect"])] for p in data["proposals"]]  # fmt: skip
 
 
+def _counts(counts: dict[str, int]) -> str:
+    return ", ".join(f"{k} ({v})" for k, v in counts.items())
+
+
 def markdown(data: dict[str, Any]) -> str:
     out = ["# Misroute review", "", *_summary(data), ""]
     out += ["## Proposals (ranked by flagged fixed minus collateral)", ""]
@@ -131,7 +136,9 @@ def markdown(data: dict[str, Any]) -> str:
         proposals = ", ".join(f"#{n}" for n in c["proposals"]) or "none"
         out += [f"### Cluster {c['number']}: {c['size']} flagged (proposals: {proposals})", ""]
         out.append("- reasons: " + ", ".join(f"{k} {v}" for k, v in c["reasons"].items()))
-        out.append("- sent by: " + ", ".join(f"{k} ({v})" for k, v in c["decisions"].items()))
+        out.append("- sent by: " + _counts(c["decisions"]))
+        if c["categories"]:
+            out.append("- categories: " + _counts(c["categories"]))
         out += ["- examples:", *(f"  - {e}" for e in c["examples"] if e is not None), ""]
     if data["notes"]:
         out += ["## Notes", "", *(f"- {n}" for n in data["notes"]), ""]
@@ -162,7 +169,8 @@ def html_page(data: dict[str, Any]) -> str:
         parts.append(
             f"<div class='cluster'><h3>Cluster {c['number']}: {c['size']} flagged</h3>"
             f"<p>reasons: {e(', '.join(f'{k} {v}' for k, v in c['reasons'].items()))}</p>"
-            f"<p>sent by: {e(', '.join(f'{k} ({v})' for k, v in c['decisions'].items()))}</p>"
+            f"<p>sent by: {e(_counts(c['decisions']))}</p>"
+            f"<p>categories: {e(_counts(c['categories']) or 'none declared')}</p>"
             f"<p>proposals: {e(', '.join(f'#{n}' for n in c['proposals']) or 'none')}</p>"
             f"<ul>{examples}</ul></div>"
         )
