@@ -77,3 +77,24 @@ def test_eval_names_a_missing_column(
 ) -> None:
     assert main(["router", "eval", "--outcomes", str(files["data"]), "--weak", "nope"]) == 2
     assert "no column 'nope'" in capsys.readouterr().err
+
+
+def test_train_and_cross_validate_with_ngrams(
+    files: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    cache = ["--embed-cache", str(files["cache"])]
+    ngrams = ["--ngram-bits", "12", "--ngram-n", "4"]
+    out = files["model"].with_name("ngrams.npz")
+    assert main(["router", "train", "--data", str(files["data"]), "--out", str(out), *ngrams,
+                 *cache]) == 0  # fmt: skip
+    model = load_model(out, None)
+    assert model.ngrams is not None and model.ngrams.bits == 12 and model.ngrams.max_n == 4
+    capsys.readouterr()
+    assert main(["router", "eval", "--outcomes", str(files["data"]), "--cv", "3", "--json",
+                 *ngrams, *cache]) == 0  # fmt: skip
+    report = json.loads(capsys.readouterr().out)
+    assert report["n"] == 24 and "3-fold" in report["router"]
+    with pytest.raises(SystemExit):
+        main(["router", "train", "--data", str(files["data"]), "--out", str(out),
+              "--ngram-bits", "30", *cache])  # fmt: skip
+    assert "--ngram-bits: must be <= 22" in capsys.readouterr().err

@@ -27,6 +27,7 @@ from hybrid_gateway.routing.cli import add_data_arguments, columns_of
 from hybrid_gateway.routing.config_edit import update_config_file
 from hybrid_gateway.routing.dataset import bundled_embedder, embed_rows, load_rows
 from hybrid_gateway.routing.outcomes import OutcomeDataError
+from hybrid_gateway.routing.training import scores_of
 from hybrid_gateway.tools.cliargs import float_at_least, int_at_least
 
 
@@ -89,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
     data = embed_rows(rows, embedder, args.embed_cache)
     light_cost = args.light_cost if args.light_cost is not None else light_cost_of(config)
     result = calibrate(
-        model.p_complex_many(data.vectors, data.feats),
+        scores_of(model, data),
         data.weak,
         data.strong,
         [r.category for r in rows],

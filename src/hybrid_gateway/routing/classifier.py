@@ -1,7 +1,10 @@
 """The complexity classifier: P(complex) from the request embedding plus cheap text features.
 
 A logistic model over ``[embedding, standardised text features]``: one dot product of about
-400 numbers, a few microseconds per decision once the embedding exists.  "Complex" means the
+400 numbers, a few microseconds per decision once the embedding exists.  Optionally (format 2)
+also over the prompt's hashed character n-grams, TF-IDF weighted (``routing/ngrams.py``): the
+terms a long question is about, which the mean-pooled embedding blurs; a few hundred
+microseconds more for a long prompt.  "Complex" means the
 heavy model is expected to do better than the light one (see ``routing/training.py`` for the
 target), so ranking prompts by P(complex) is ranking them by what a heavy call buys.
 
@@ -13,6 +16,7 @@ version) puts questions at different places and the weights would silently mean 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,8 +26,11 @@ import numpy.typing as npt
 
 from hybrid_gateway.routing.features import FEATURE_NAMES, text_features
 from hybrid_gateway.routing.memory import NeighbourMemory, quantise
+from hybrid_gateway.routing.ngrams import MAX_CHARS, NgramWeights
 
-FORMAT = "hybrid-gateway-router/1"
+FORMAT = "hybrid-gateway-router/1"  # embedding + text features (+ neighbour memory)
+FORMAT_NGRAMS = "hybrid-gateway-router/2"  # the same plus hashed character n-grams
+_FORMATS = (FORMAT, FORMAT_NGRAMS)
 Array = npt.NDArray[np.float32]
 
 
@@ -43,16 +50,29 @@ class ClassifierModel:
     info: dict[str, object] = field(default_factory=dict)
     # The training questions' neighbourhood prior (routing/memory.py); None: linear only.
     memory: NeighbourMemory | None = None
+    # Hashed character n-gram weights (routing/ngrams.py); None: embedding and features only.
+    ngrams: NgramWeights | None = None
 
     @property
     def dim(self) -> int:
         return int(self.embed_weights.shape[0])
 
     def p_complex(self, vector: Array, text: str) -> float:
-        return float(self.p_complex_many(vector[None, :], text_features(text)[None, :])[0])
+        z = self._linear(vector[None, :], text_features(text)[None, :])
+        if self.ngrams is not None:
+            z = z + self.ngrams.logit(text)
+        return float(1.0 / (1.0 + np.exp(-z[0])))
 
-    def p_complex_many(self, vectors: Array, feats: Array) -> npt.NDArray[np.float64]:
-        """Batch form for training and evaluation: ``feats`` are raw ``text_features`` rows."""
+    def p_complex_many(
+        self, vectors: Array, feats: Array, texts: Sequence[str]
+    ) -> npt.NDArray[np.float64]:
+        """Batch form for training and evaluation: ``feats`` are ``text_features(texts)`` rows."""
+        z = self._linear(vectors, feats)
+        if self.ngrams is not None:
+            z = z + self.ngrams.logit_many(texts)
+        return np.asarray(1.0 / (1.0 + np.exp(-z)), dtype=np.float64)
+
+    def _linear(self, vectors: Array, feats: Array) -> npt.NDArray[np.float64]:
         z = (
             vectors.astype(np.float64) @ self.embed_weights
             + ((feats - self.feature_mean) / self.feature_std) @ self.feature_weights
@@ -60,7 +80,7 @@ class ClassifierModel:
         )
         if self.memory is not None:
             z = z + self.memory.logit_shift_many(vectors)
-        return np.asarray(1.0 / (1.0 + np.exp(-z)), dtype=np.float64)
+        return np.asarray(z, dtype=np.float64)
 
     def save(self, path: str | Path) -> None:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
@@ -81,6 +101,11 @@ class ClassifierModel:
                 "memory_targets": memory.targets.astype(np.float16),
             }
             arrays["memory_codes"] = quantise(memory.vectors)
+        if self.ngrams is not None:
+            meta["format"] = FORMAT_NGRAMS
+            meta["ngrams"] = {"max_n": self.ngrams.max_n, "bits": self.ngrams.bits,
+                              "max_chars": MAX_CHARS}  # fmt: skip
+            arrays |= {"ngram_idf": self.ngrams.idf, "ngram_weights": self.ngrams.weights}
         arrays["meta"] = np.array(json.dumps(meta, sort_keys=True))
         with Path(path).open("wb") as out:
             np.savez_compressed(out, allow_pickle=False, **arrays)
@@ -95,8 +120,11 @@ def load_model(path: str | Path, namespace: str | None) -> ClassifierModel:
             codes = np.asarray(data["memory_codes"]) if "memory_codes" in data.files else None
     except (OSError, ValueError, KeyError) as exc:
         raise RouterModelError(f"{path}: not a readable router model ({exc})") from None
-    if meta.get("format") != FORMAT:
-        raise RouterModelError(f"{path}: format {meta.get('format')!r}, expected {FORMAT!r}")
+    if meta.get("format") not in _FORMATS:
+        raise RouterModelError(
+            f"{path}: format {meta.get('format')!r}, expected one of {', '.join(_FORMATS)}; "
+            "retrain it with this version (`hybrid-gateway router train`)"
+        )
     if tuple(meta.get("features", ())) != FEATURE_NAMES:
         raise RouterModelError(f"{path}: trained on other text features than this version's")
     if namespace is not None and meta["namespace"] != namespace:
@@ -113,7 +141,22 @@ def load_model(path: str | Path, namespace: str | None) -> ClassifierModel:
         bias=float(meta["bias"]),
         info=dict(meta.get("info", {})),
         memory=_memory(meta, arrays, codes),
+        ngrams=_ngrams(path, meta, arrays),
     )
+
+
+def _ngrams(
+    path: str | Path, meta: dict[str, Any], arrays: dict[str, Array]
+) -> NgramWeights | None:
+    settings = meta.get("ngrams")
+    if settings is None:
+        return None
+    if settings.get("max_chars") != MAX_CHARS or "ngram_weights" not in arrays:
+        raise RouterModelError(
+            f"{path}: its n-grams were read from texts differently from this version "
+            "(or are missing); retrain it (`hybrid-gateway router train`)"
+        )
+    return NgramWeights(arrays["ngram_idf"], arrays["ngram_weights"], int(settings["max_n"]))
 
 
 def _memory(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+from collections.abc import Callable
 from pathlib import Path
 
 from hybrid_gateway.routing.dataset import DEFAULT_EMBED_CACHE
@@ -62,6 +63,18 @@ def add_data_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _int_in(low: int, high: int) -> Callable[[str], int]:
+    at_least = int_at_least(low)
+
+    def parse(text: str) -> int:
+        value = at_least(text)
+        if value > high:
+            raise argparse.ArgumentTypeError(f"must be <= {high}, got {value}")
+        return value
+
+    return parse
+
+
 def add_fit_arguments(parser: argparse.ArgumentParser) -> None:
     defaults = FitSettings()
     group = parser.add_argument_group("model")
@@ -72,10 +85,25 @@ def add_fit_arguments(parser: argparse.ArgumentParser) -> None:
                        "(0 = linear only; default: %(default)s)")  # fmt: skip
     group.add_argument("--memory-alpha", type=float_at_least(0.0), default=defaults.memory_alpha,
                        help="weight of the neighbour memory (default: %(default)s)")  # fmt: skip
+    group.add_argument("--ngram-bits", type=_int_in(0, 22), default=defaults.ngram_bits,
+                       help="hashed character n-grams: log2 of the buckets "
+                       "(0 = none; default: %(default)s)")  # fmt: skip
+    group.add_argument("--ngram-n", type=_int_in(1, 6), default=defaults.ngram_max_n,
+                       help="longest character n-gram (default: %(default)s)")  # fmt: skip
+    group.add_argument("--ngram-l2", type=float_at_least(0.0), default=defaults.ngram_l2,
+                       help="ridge penalty on the n-gram weights "
+                       "(default: %(default)s)")  # fmt: skip
 
 
 def fit_settings_of(args: argparse.Namespace) -> FitSettings:
-    return FitSettings(l2=args.l2, memory_k=args.memory_k, memory_alpha=args.memory_alpha)
+    return FitSettings(
+        l2=args.l2,
+        memory_k=args.memory_k,
+        memory_alpha=args.memory_alpha,
+        ngram_bits=args.ngram_bits,
+        ngram_max_n=args.ngram_n,
+        ngram_l2=args.ngram_l2,
+    )
 
 
 def columns_of(args: argparse.Namespace) -> Columns:

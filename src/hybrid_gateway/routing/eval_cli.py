@@ -37,7 +37,7 @@ from hybrid_gateway.routing.evaluation import (
     router_quality,
 )
 from hybrid_gateway.routing.outcomes import OutcomeDataError
-from hybrid_gateway.routing.training import out_of_fold_scores
+from hybrid_gateway.routing.training import out_of_fold_scores, scores_of
 from hybrid_gateway.tools.cliargs import int_at_least
 
 
@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"router eval: {exc}", file=sys.stderr)
             return 2
         router = str(path)
-        scores = model.p_complex_many(data.vectors, data.feats)
+        scores = scores_of(model, data)
     weak, strong = data.weak, data.strong
     lengths = np.array([len(r.prompt) for r in rows], dtype=np.float64)
     try:

@@ -25,7 +25,14 @@ import numpy.typing as npt
 
 from hybrid_gateway.routing.classifier import ClassifierModel
 from hybrid_gateway.routing.features import feature_matrix
+from hybrid_gateway.routing.lbfgs import minimise
 from hybrid_gateway.routing.memory import NeighbourMemory
+from hybrid_gateway.routing.ngrams import (
+    NgramWeights,
+    SparseRows,
+    inverse_document_frequency,
+    term_rows,
+)
 from hybrid_gateway.routing.outcomes import OutcomeRow
 
 F32 = npt.NDArray[np.float32]
@@ -41,6 +48,10 @@ class TrainingSet:
     @classmethod
     def build(cls, rows: Sequence[OutcomeRow], vectors: F32) -> TrainingSet:
         return cls(tuple(rows), vectors, feature_matrix([r.prompt for r in rows]))
+
+    @property
+    def prompts(self) -> list[str]:
+        return [r.prompt for r in self.rows]
 
     @property
     def weak(self) -> F64:
@@ -66,6 +77,12 @@ class FitSettings:
     memory_dim: int = 128
     memory_k: int = 0
     memory_alpha: float = 2.0
+    # Hashed character n-grams (routing/ngrams.py): 2**ngram_bits buckets (0 = off), n-grams of
+    # 1..ngram_max_n characters, their own ridge penalty; fitted jointly by L-BFGS.
+    ngram_bits: int = 0
+    ngram_max_n: int = 3
+    ngram_l2: float = 3.0
+    ngram_iterations: int = 200
 
 
 def score_scale(weak: F64, strong: F64) -> float:
@@ -96,15 +113,25 @@ def source_weights(data: TrainingSet) -> F64:
 
 
 def fit(
-    data: TrainingSet, namespace: str, settings: FitSettings = FitSettings()
+    data: TrainingSet,
+    namespace: str,
+    settings: FitSettings = FitSettings(),
+    terms: SparseRows | None = None,
 ) -> ClassifierModel:
+    """Fit on ``data``; ``terms``: its n-gram term rows when already computed (cross-validation)."""
     mean = data.feats.mean(axis=0)
     std = data.feats.std(axis=0) + 1e-6
     x = np.hstack(
         [data.vectors.astype(np.float64), (data.feats - mean) / std, np.ones((len(data.rows), 1))]
     )
     targets = soft_targets(data)
-    coef = _newton(x, targets, source_weights(data), settings)
+    weights = source_weights(data)
+    coef = _newton(x, targets, weights, settings)
+    ngrams = None
+    if settings.ngram_bits > 0:
+        if terms is None:
+            terms = term_rows(data.prompts, settings.ngram_bits, settings.ngram_max_n)
+        coef, ngrams = _fit_ngrams(x, terms, targets, weights, coef, settings)
     memory = None
     if settings.memory_k > 0:
         memory = NeighbourMemory.build(
@@ -123,9 +150,40 @@ def fit(
         info={"rows": len(data.rows), "sources": dict(sorted(sources.items())),
               "target": "soft: 0.5 + 0.5*clip((strong-weak)/scale)", "l2": settings.l2,
               "memory": None if memory is None else {"dim": settings.memory_dim,
-                        "k": settings.memory_k, "alpha": settings.memory_alpha}},
+                        "k": settings.memory_k, "alpha": settings.memory_alpha},
+              "ngrams": None if ngrams is None else {"bits": settings.ngram_bits,
+                        "max_n": settings.ngram_max_n, "l2": settings.ngram_l2}},
         memory=memory,
+        ngrams=ngrams,
     )  # fmt: skip
+
+
+def _fit_ngrams(
+    x: F64, terms: SparseRows, t: F64, w: F64, start: F64, settings: FitSettings
+) -> tuple[F64, NgramWeights]:
+    """Dense and n-gram weights together, from the dense-only fit ``start``; L-BFGS."""
+    idf = inverse_document_frequency(terms)
+    tfidf = terms.scaled(idf)
+    d = x.shape[1]
+    penalty = np.concatenate([np.full(d - 1, settings.l2), [0.0]])
+
+    def objective(coef: F64) -> tuple[float, F64]:
+        a, b = coef[:d], coef[d:]
+        z = x @ a + tfidf.dot(b)
+        # log(1 + e^z) - t z, the soft-label cross-entropy, stable for large |z|
+        loss = float(w @ (np.logaddexp(0.0, z) - t * z))
+        loss += 0.5 * float(penalty @ (a * a)) + 0.5 * settings.ngram_l2 * float(b @ b)
+        g = w * (1.0 / (1.0 + np.exp(-z)) - t)
+        grad = np.concatenate([x.T @ g + penalty * a, tfidf.t_dot(g) + settings.ngram_l2 * b])
+        return loss, grad
+
+    coef = minimise(
+        objective,
+        np.concatenate([start, np.zeros(terms.width)]),
+        iterations=settings.ngram_iterations,
+    )
+    ngrams = NgramWeights(idf.astype(np.float32), coef[d:].astype(np.float32), settings.ngram_max_n)
+    return coef[:d], ngrams
 
 
 def _newton(x: F64, t: F64, w: F64, settings: FitSettings) -> F64:
@@ -157,10 +215,19 @@ def out_of_fold_scores(
     data: TrainingSet, namespace: str, k: int = 5, settings: FitSettings = FitSettings()
 ) -> F64:
     """P(complex) for every row from a model that never saw that row's prompt."""
-    folds = prompt_folds([r.prompt for r in data.rows], k)
+    folds = prompt_folds(data.prompts, k)
+    terms = None
+    if settings.ngram_bits > 0:  # the n-grams of every prompt, once for all the folds
+        terms = term_rows(data.prompts, settings.ngram_bits, settings.ngram_max_n)
     out = np.empty(len(data.rows))
     for fold in range(k):
         test = folds == fold
-        model = fit(data.subset(~test), namespace, settings)
-        out[test] = model.p_complex_many(data.vectors[test], data.feats[test])
+        train_terms = None if terms is None else terms.subset(~test)
+        model = fit(data.subset(~test), namespace, settings, train_terms)
+        out[test] = scores_of(model, data.subset(test))
     return out
+
+
+def scores_of(model: ClassifierModel, data: TrainingSet) -> F64:
+    """P(complex) of every row of ``data``."""
+    return model.p_complex_many(data.vectors, data.feats, data.prompts)
