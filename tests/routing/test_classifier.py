@@ -57,6 +57,7 @@ def test_the_shipped_model_names_its_embedder_and_training_mix() -> None:
     assert model.dim == 384
     sources = model.info["sources"]
     assert isinstance(sources, dict) and "mmlu_dev" in sources and len(sources) >= 4
+    assert model.info["combine"] == "per-source models, sqrt(rows) weights"
 
 
 def test_folds_group_repeated_prompts() -> None:

@@ -93,6 +93,11 @@ def add_fit_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--ngram-l2", type=float_at_least(0.0), default=defaults.ngram_l2,
                        help="ridge penalty on the n-gram weights "
                        "(default: %(default)s)")  # fmt: skip
+    group.add_argument("--per-source", action=argparse.BooleanOptionalAction,
+                       default=defaults.per_source,
+                       help="fit one model per source file and average them (ignored with "
+                       "n-grams); --no-per-source: one model over all rows "
+                       "(default: %(default)s)")  # fmt: skip
 
 
 def fit_settings_of(args: argparse.Namespace) -> FitSettings:
@@ -103,6 +108,7 @@ def fit_settings_of(args: argparse.Namespace) -> FitSettings:
         ngram_bits=args.ngram_bits,
         ngram_max_n=args.ngram_n,
         ngram_l2=args.ngram_l2,
+        per_source=args.per_source,
     )
 
 
