@@ -9,11 +9,17 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from hybrid_gateway.accounting.log_source import config_source
 from hybrid_gateway.accounting.report import ReportError, cost_report, parse_instant
 from hybrid_gateway.accounting.report_cli import render, write_csv
 from hybrid_gateway.accounting.report_log import shares_from_log
 from hybrid_gateway.cli import main
+from hybrid_gateway.config import load_config
 from hybrid_gateway.observability.request_log import SqliteRequestLog
+from hybrid_gateway.observability.request_log_pg import PostgresRequestLog
+from hybrid_gateway.resilience.clock import ManualClock
+from hybrid_gateway.stores.health import StoreHealth
+from hybrid_gateway.stores.postgres import PostgresPool
 from hybrid_gateway.types import CacheOutcome, RequestRecord, RouteDecision, Usage
 
 UTC = ZoneInfo("UTC")
@@ -33,18 +39,21 @@ def rec(n: int, tenant: str, lane: str, cost: float, *, app: str = "default",
     return record
 
 
+RECORDS = [
+    rec(1, "acme", "light", 0.001, app="wiki"),
+    rec(2, "acme", "heavy", 0.010, app="wiki", tokens=(300, 200)),
+    rec(3, "acme", "light", 0.0, app="crm", cache=CacheOutcome.EXACT, saved=0.002),
+    rec(4, "beta", "heavy", 0.020, tokens=(500, 400)),
+    rec(5, "beta", "heavy", 0.0, status=502),
+    rec(6, "beta", "light", 5.0, ts=T0 - 40 * 86400),  # outside the window
+]
+
+
 @pytest.fixture
 def log(tmp_path: Path) -> Path:
     path = tmp_path / "requests.sqlite3"
     request_log = SqliteRequestLog(path, flush_interval_s=60)
-    for record in [
-        rec(1, "acme", "light", 0.001, app="wiki"),
-        rec(2, "acme", "heavy", 0.010, app="wiki", tokens=(300, 200)),
-        rec(3, "acme", "light", 0.0, app="crm", cache=CacheOutcome.EXACT, saved=0.002),
-        rec(4, "beta", "heavy", 0.020, tokens=(500, 400)),
-        rec(5, "beta", "heavy", 0.0, status=502),
-        rec(6, "beta", "light", 5.0, ts=T0 - 40 * 86400),  # outside the window
-    ]:
+    for record in RECORDS:
         request_log.write(record)
     request_log.close()
     return path
@@ -148,14 +157,34 @@ def test_breakeven_from_log_fills_what_the_command_line_left_out(
     assert "heavy 50.0% of 80.0% cache misses" in out
 
 
-def test_report_names_the_postgres_limitation(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+def test_the_shared_postgres_log_gives_the_same_report(
+    log: Path, tmp_path: Path, postgres_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """``stores.records: postgres``: the same rows in PostgreSQL give the same figures."""
+    pool = PostgresPool(postgres_url, size=1, timeout_ms=2000,
+                        health=StoreHealth(ManualClock(), retry_s=1.0))  # fmt: skip
+    shared = PostgresRequestLog(tmp_path / "journal", pool, flush_interval_s=60,
+                                other_writers_s=0.0)  # fmt: skip
+    for record in RECORDS:
+        shared.write(record)
+    shared.close()
     config = tmp_path / "gateway.yaml"
     config.write_text(
         "channels: {a: {base_url: 'http://127.0.0.1:1/v1', model: m}}\n"
         "lanes: {light: {channel: a}, heavy: {channel: a}}\n"
-        "stores: {records: postgres}\n"
+        f"stores: {{records: postgres, postgres_url: '{postgres_url}'}}\n"
     )
-    assert main(["report", "cost", "--config", str(config)]) == 2
-    assert "stores.records: postgres" in capsys.readouterr().err
+    by = ["tenant", "lane", "cache", "status", "day"]
+    with config_source(load_config(config), config) as source:
+        assert cost_report(source, T0 - 86400, T0 + 1, by) == cost_report(
+            log, T0 - 86400, T0 + 1, by
+        )
+        assert shares_from_log(source, T0 - 86400, T0 + 1) == shares_from_log(
+            log, T0 - 86400, T0 + 1
+        )
+    argv = ["report", "cost", "--since", "2026-11-19", "--until", "2026-11-21", "--by", "day"]
+    assert main([*argv, "--config", str(config)]) == 0
+    from_postgres = capsys.readouterr().out
+    assert main([*argv, "--log", str(log)]) == 0
+    assert from_postgres == capsys.readouterr().out
+    assert "2026-11-20" in from_postgres

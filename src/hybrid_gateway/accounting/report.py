@@ -5,18 +5,22 @@ the ``x-gateway-cost-usd`` of each answer (cost per 1k = sum of per-request cost
 1000, errors and cache hits counted as requests of cost 0).  Savings are what the cache hits
 would have cost on the channel they were routed to, at the prices of the time (``saved_usd``).
 
-The log is opened read-only; a running gateway moves rows into SQLite every
-``flush_interval_ms``, so a report sees everything but the last fraction of a second.
+The log is a SQLite file opened read-only, or the shared PostgreSQL tables
+(``stores.records: postgres``, ``accounting/log_source.py``); the SQL is the same on both but
+for the ``day`` expression.  A running gateway moves rows in every ``flush_interval_ms``, so a
+report sees everything but the last fraction of a second.
 """
 
 from __future__ import annotations
 
 import re
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Any, Literal
 from zoneinfo import ZoneInfo
 
 __all__ = [
@@ -24,10 +28,12 @@ __all__ = [
     "NOT_HIT",
     "CostReport",
     "CostRow",
+    "LogSource",
     "ReportError",
     "connect_log",
     "cost_report",
     "parse_instant",
+    "sqlite_source",
 ]
 
 # --by NAME -> SQL expression (NULLs from rows logged before routing, or by older versions).
@@ -41,6 +47,8 @@ DIMENSIONS: dict[str, str] = {
     "status": "cast(status AS TEXT)",
     "day": "date(ts, 'unixepoch')",  # UTC
 }
+# The expressions that PostgreSQL spells differently.
+_POSTGRES_DIMENSIONS = {"day": "to_char(to_timestamp(ts) AT TIME ZONE 'UTC', 'YYYY-MM-DD')"}
 # Cache outcomes that are not hits (the upstream answered, or the cache was off).
 NOT_HIT = "('miss', 'bypass')"
 _RELATIVE = re.compile(r"^(\d+(?:\.\d+)?)([mhdw])$")
@@ -49,6 +57,27 @@ _UNIT_S = {"m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 class ReportError(ValueError):
     """A bad argument or an unreadable log; the message says which."""
+
+
+Query = Callable[[str, Sequence[Any]], list[tuple[Any, ...]]]
+
+
+@dataclass(frozen=True, slots=True)
+class LogSource:
+    """A request log to read: ``query`` runs SQL written with ``?`` placeholders."""
+
+    query: Query
+    dialect: Literal["sqlite", "postgres"] = "sqlite"
+    name: str = "the request log"  # for messages
+
+
+@contextmanager
+def sqlite_source(path: Path) -> Iterator[LogSource]:
+    db = connect_log(path)
+    try:
+        yield LogSource(lambda sql, params: db.execute(sql, params).fetchall(), name=str(path))
+    finally:
+        db.close()
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +120,12 @@ def parse_instant(text: str, now: float, zone: ZoneInfo) -> float:
     return moment.timestamp()
 
 
+def count_if(condition: str) -> str:
+    """1 where ``condition`` holds, else 0: summed, a count on SQLite and PostgreSQL alike
+    (PostgreSQL cannot sum booleans)."""
+    return f"CASE WHEN {condition} THEN 1 ELSE 0 END"
+
+
 def connect_log(path: Path) -> sqlite3.Connection:
     if not path.is_file():
         raise ReportError(f"no request log at {path}")
@@ -102,25 +137,27 @@ def connect_log(path: Path) -> sqlite3.Connection:
     return db
 
 
-def cost_report(path: Path, since: float, until: float, by: Sequence[str]) -> CostReport:
+def cost_report(log: Path | LogSource, since: float, until: float, by: Sequence[str]) -> CostReport:
+    """The report over ``log``: a SQLite file, or an open source (``log_source.py``)."""
+    if isinstance(log, Path):
+        with sqlite_source(log) as source:
+            return cost_report(source, since, until, by)
     unknown = [d for d in by if d not in DIMENSIONS]
     if unknown:
         raise ReportError(
             f"unknown --by {', '.join(unknown)} (choose from: {', '.join(DIMENSIONS)})"
         )
-    keys = [DIMENSIONS[d] for d in by]
+    spelled = {**DIMENSIONS, **(_POSTGRES_DIMENSIONS if log.dialect == "postgres" else {})}
+    keys = [spelled[d] for d in by]
     select = ", ".join(
-        [*keys, "count(*)", "coalesce(sum(status BETWEEN 200 AND 299), 0)",
-         f"coalesce(sum(cache NOT IN {NOT_HIT}), 0)", "total(cost_usd)", "total(saved_usd)"]
+        [*keys, "count(*)", f"coalesce(sum({count_if('status BETWEEN 200 AND 299')}), 0)",
+         f"coalesce(sum({count_if(f'cache NOT IN {NOT_HIT}')}), 0)",
+         "coalesce(sum(cost_usd), 0.0)", "coalesce(sum(saved_usd), 0.0)"]
     )  # fmt: skip
     sql = f"SELECT {select} FROM requests WHERE ts >= ? AND ts < ?"
     if keys:
         sql += f" GROUP BY {', '.join(keys)} ORDER BY {', '.join(keys)}"
-    db = connect_log(path)
-    try:
-        result = db.execute(sql, (since, until)).fetchall()
-    finally:
-        db.close()
+    result = log.query(sql, (since, until))
     n = len(keys)
     rows = tuple(
         CostRow(tuple(str(v) for v in r[:n]), int(r[n]), int(r[n + 1]), int(r[n + 2]),

@@ -2,7 +2,8 @@
 
     hybrid-gateway report cost --config gateway.yaml --since 7d --by tenant,lane --csv cost.csv
 
-Reads the request log the config names (or ``--log``); groups by any of tenant, app, lane,
+Reads the request log the config names (its SQLite file, or the shared PostgreSQL table with
+``stores.records: postgres``) or the SQLite file ``--log``; groups by any of tenant, app, lane,
 channel, model, cache, status, day; prints a table with a total line, and writes the same rows
 as CSV with ``--csv``.  Dates without a time zone are read in ``--tz`` (UTC).
 """
@@ -17,6 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from hybrid_gateway.accounting.log_source import config_source
 from hybrid_gateway.accounting.report import (
     DIMENSIONS,
     CostReport,
@@ -25,7 +27,7 @@ from hybrid_gateway.accounting.report import (
     cost_report,
     parse_instant,
 )
-from hybrid_gateway.config import load_config, resolve_path
+from hybrid_gateway.config import load_config
 from hybrid_gateway.errors import ConfigError
 
 __all__ = ["configure", "render", "run", "write_csv"]
@@ -65,24 +67,17 @@ def _report(args: argparse.Namespace) -> CostReport:
         zone = ZoneInfo(args.tz)
     except (ZoneInfoNotFoundError, ValueError):
         raise ReportError(f"--tz: an IANA time zone such as UTC, got {args.tz!r}") from None
-    if args.log is not None:
-        log = args.log
-    elif args.config is not None:
-        config = load_config(args.config)
-        if config.stores.records == "postgres":
-            raise ReportError(
-                f"{args.config} keeps the request log in PostgreSQL (stores.records: postgres); "
-                "report cost reads a SQLite log file only: give --log FILE, or query the "
-                "shared requests table (docs/scale-out.md)"
-            )
-        log = resolve_path(args.config, config.server.request_log.path)
-    else:
+    if args.log is None and args.config is None:
         raise ReportError("give --config (its request log) or --log FILE")
     now = time.time()
     since = parse_instant(args.since, now, zone)
     until = now + 1 if args.until is None else parse_instant(args.until, now, zone)
     by = [d.strip() for d in args.by.split(",") if d.strip()]
-    return cost_report(log, since, until, by)
+    if args.log is not None:
+        return cost_report(args.log, since, until, by)
+    # the config's log: its SQLite file, or the shared PostgreSQL table (stores.records)
+    with config_source(load_config(args.config), args.config) as source:
+        return cost_report(source, since, until, by)
 
 
 def _figures(row: CostRow, money: str = ".6f") -> list[str]:

@@ -18,7 +18,14 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from hybrid_gateway.accounting.report import NOT_HIT, ReportError, connect_log, parse_instant
+from hybrid_gateway.accounting.report import (
+    NOT_HIT,
+    LogSource,
+    ReportError,
+    count_if,
+    parse_instant,
+    sqlite_source,
+)
 from hybrid_gateway.accounting.vram import PlanError
 
 __all__ = ["LogShares", "describe_log", "fill_from_log", "log_dict", "shares_from_log"]
@@ -46,31 +53,33 @@ class LogShares:
 
 
 def shares_from_log(
-    path: Path, since: float, until: float | None = None, heavy_lanes: Sequence[str] = ("heavy",)
+    log: Path | LogSource,
+    since: float,
+    until: float | None = None,
+    heavy_lanes: Sequence[str] = ("heavy",),
 ) -> LogShares:
-    """Successful, routed requests in ``[since, until)``."""
+    """Successful, routed requests in ``[since, until)`` of a SQLite file or an open source."""
+    if isinstance(log, Path):
+        with sqlite_source(log) as source:
+            return shares_from_log(source, since, until, heavy_lanes)
     until = time.time() + 1 if until is None else until
     lanes = tuple(heavy_lanes)
     marks = ", ".join("?" for _ in lanes) or "NULL"
     upstream = f"cache IN {NOT_HIT}"
     sql = f"""
         SELECT count(*),
-               coalesce(sum(cache NOT IN {NOT_HIT}), 0),
-               coalesce(sum({upstream} AND lane NOT IN ({marks})), 0),
-               coalesce(sum({upstream} AND lane IN ({marks})), 0),
+               coalesce(sum({count_if(f"cache NOT IN {NOT_HIT}")}), 0),
+               coalesce(sum({count_if(f"{upstream} AND lane NOT IN ({marks})")}), 0),
+               coalesce(sum({count_if(f"{upstream} AND lane IN ({marks})")}), 0),
                avg(CASE WHEN {upstream} THEN prompt_tokens END),
                avg(CASE WHEN {upstream} THEN completion_tokens END)
         FROM requests
         WHERE ts >= ? AND ts < ? AND status BETWEEN 200 AND 299 AND lane IS NOT NULL
     """
-    db = connect_log(path)
-    try:
-        row = db.execute(sql, (*lanes, *lanes, since, until)).fetchone()
-    finally:
-        db.close()
+    (row,) = log.query(sql, (*lanes, *lanes, since, until))
     requests, hits, light, heavy, tokens_in, tokens_out = row
     if not light and not heavy:
-        raise ReportError(f"{path}: no request was answered upstream in the window")
+        raise ReportError(f"{log.name}: no request was answered upstream in the window")
     return LogShares(
         int(requests), int(hits), int(light), int(heavy),
         float(tokens_in or 0.0), float(tokens_out or 0.0), since, lanes,

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
+from hybrid_gateway.accounting.log_source import connect_records
 from hybrid_gateway.accounting.report import ReportError, connect_log, parse_instant
 from hybrid_gateway.config import GatewayConfig, load_config, resolve_path
 from hybrid_gateway.embedding.factory import build_embedder
@@ -91,17 +92,7 @@ def open_reader(config: GatewayConfig, path: Path) -> tuple[LogReader, Callable[
     if config.stores.records == "sqlite":
         db = connect_log(resolve_path(path, config.server.request_log.path))
         return LogReader(db), db.close
-    try:
-        import psycopg
-    except ImportError as exc:
-        raise ReviewError(f"{path}: stores.records: postgres needs psycopg ({exc})") from None
-    stores = config.stores
-    try:
-        conn = psycopg.connect(
-            stores.postgres_url, connect_timeout=max(1, round(stores.postgres_timeout_ms / 1000))
-        )
-    except psycopg.Error as exc:  # the URL may hold a password: name the field, not the value
-        raise ReviewError(f"{path}: cannot reach stores.postgres_url: {exc}") from None
+    conn = connect_records(config, path)
     return LogReader(conn, marker="%s"), conn.close
 
 
