@@ -15,7 +15,7 @@ from hybrid_gateway.api.limits import check_message_count
 from hybrid_gateway.api.runtime import GatewayRuntime
 from hybrid_gateway.api.schema import parse_body, parse_chat_request
 from hybrid_gateway.errors import GatewayError, ModelNotFound, PayloadTooLarge
-from hybrid_gateway.observability.log_rows import category_key, note_category
+from hybrid_gateway.observability.log_rows import note_category
 from hybrid_gateway.types import CacheOutcome, ChatRequest, RequestRecord
 from hybrid_gateway.upstreams.sse import frame_json
 
@@ -85,8 +85,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         record.model, record.stream = chat.model, chat.stream
         if runtime.request_log is not None:  # server.request_log.prompts
             runtime.request_log.note_prompt(chat.messages, record)
-            key = category_key(runtime.config.routing)  # the gates' metadata key
-            note_category(chat.body.get("metadata"), key, record)
+            note_category(chat.body.get("metadata"), runtime.config.routing.category_key, record)
         if chat.model not in runtime.model_ids:
             raise ModelNotFound(
                 f"The model '{chat.model}' does not exist on this gateway; "

@@ -13,11 +13,10 @@ from typing import Any
 import orjson
 
 from hybrid_gateway.observability.prompts import PROMPT_KEY
-from hybrid_gateway.routing.settings import GateConfig, RoutingConfig
 from hybrid_gateway.types import RequestRecord
 
 __all__ = [
-    "CATEGORY_CHARS", "CATEGORY_KEY", "COLUMNS", "COLUMN_TYPES", "Row", "category_key",
+    "CATEGORY_CHARS", "CATEGORY_KEY", "COLUMNS", "COLUMN_TYPES", "Row",
     "note_category", "read_rows", "record_row",
 ]  # fmt: skip
 
@@ -77,12 +76,6 @@ def record_row(record: RequestRecord) -> Row:
 CATEGORY_KEY = "category"  # the record.extra key the row builder reads
 # A declared category longer than this is cut (the column is for grouping, not for free text).
 CATEGORY_CHARS = 64
-
-
-def category_key(routing: RoutingConfig) -> str:
-    """The ``metadata`` key the routing gates read a request's category from."""
-    gates = routing.gates if routing.gates is not None else GateConfig()
-    return gates.metadata_key
 
 
 def note_category(metadata: object, key: str, record: RequestRecord) -> None:

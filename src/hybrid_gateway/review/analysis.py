@@ -14,7 +14,6 @@ from pathlib import Path
 
 from hybrid_gateway.config import GatewayConfig
 from hybrid_gateway.errors import ConfigError
-from hybrid_gateway.observability.log_rows import category_key
 from hybrid_gateway.review.cluster import CLUSTER_SIMILARITY, cluster
 from hybrid_gateway.review.collect import (
     Collection,
@@ -132,7 +131,7 @@ async def run_review(
     candidates += gate_proposals([(c.number, f) for c in clusters for f in c.members], routing)
     if routing.gates is not None and not any(r.category for r in requests):
         notes.append(
-            f"no request in the window declared a category (metadata.{category_key(routing)}): "
+            f"no request in the window declared a category (metadata.{routing.category_key}): "
             "the category gates applied to none, and none is proposed"
         )
     proposals = merge(candidates)

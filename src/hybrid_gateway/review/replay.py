@@ -25,7 +25,6 @@ import yaml
 
 from hybrid_gateway.config import GatewayConfig, parse_config
 from hybrid_gateway.embedding.lazy import LazyEmbedding, attach_embedding
-from hybrid_gateway.observability.log_rows import category_key
 from hybrid_gateway.review.collect import CACHE_HITS, Flagged
 from hybrid_gateway.review.reader import LoggedRequest
 from hybrid_gateway.review.vectors import PromptVectors
@@ -77,7 +76,7 @@ async def route_all(
     """Route every replayable request (``vectors`` is None: the prompts are not text)."""
     learned = config.routing.learned
     router = build_router(config, config_path=config_path, embedder=vectors if learned else None)
-    key = category_key(config.routing)
+    key = config.routing.category_key
     lanes: list[str | None] = []
     for r in requests:
         if not replayable(r, vectors is not None) or r.prompt is None:

@@ -60,7 +60,7 @@ class GatewayRouter:
         self._rules = RuleBook(config.rules, lane_channels)
         self._default = decision(config.default_lane, "default")
         gates: GateConfig | None = config.gates
-        self._gate_key = gates.metadata_key if gates else "category"
+        self._gate_key = config.category_key
         self._gates = {
             category: decision(config.complex_lane, f"gate:{category}")
             for category in (gates.heavy_categories if gates else ())

@@ -81,11 +81,14 @@ class ExemplarConfig(Strict):
     k: PositiveInt = 3
 
 
+CATEGORY_KEY = "category"  # the default metadata key of a request's category
+
+
 class GateConfig(Strict):
     # Categories whose light-model quality was measured below the floor: always the complex lane.
     heavy_categories: tuple[str, ...] = ()
     # Where a request declares its category: the key in the request's `metadata`.
-    metadata_key: str = "category"
+    metadata_key: str = CATEGORY_KEY
 
 
 class RoutingConfig(Strict):
@@ -97,6 +100,12 @@ class RoutingConfig(Strict):
     exemplars: ExemplarConfig | None = None
     classifier: ClassifierConfig | None = None
     gates: GateConfig | None = None
+
+    @property
+    def category_key(self) -> str:
+        """The ``metadata`` key the gates read a request's category from (the router, and the
+        request log's ``category`` column, which the misroute replay feeds back)."""
+        return self.gates.metadata_key if self.gates is not None else CATEGORY_KEY
 
     @property
     def learned(self) -> bool:
