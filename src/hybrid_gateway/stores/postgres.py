@@ -31,7 +31,7 @@ except ImportError as exc:  # pragma: no cover - the postgres extra is part of t
         "stores.records: postgres needs psycopg: pip install 'hybrid-gateway[postgres]'"
     ) from exc
 
-__all__ = ["Connection", "PostgresPool", "pyformat"]
+__all__ = ["Connection", "PostgresPool", "connect", "pyformat"]
 
 T = TypeVar("T")
 Connection = psycopg.Connection[tuple[Any, ...]]
@@ -125,10 +125,16 @@ class PostgresPool:
         conn.close()
 
     def _connect(self) -> Connection:
-        return psycopg.connect(
-            self.url,
-            autocommit=True,
-            # libpq counts whole seconds (and reads 1 as 2)
-            connect_timeout=max(2, math.ceil(self._timeout_s)),
-            options=f"-c statement_timeout={self._timeout_ms}",
-        )
+        return connect(self.url, self._timeout_ms)
+
+
+def connect(url: str, timeout_ms: int) -> Connection:
+    """An autocommit connection whose connect and every statement give up after
+    ``timeout_ms`` (``stores.postgres_timeout_ms``)."""
+    return psycopg.connect(
+        url,
+        autocommit=True,
+        # libpq counts whole seconds (and reads 1 as 2)
+        connect_timeout=max(2, math.ceil(timeout_ms / 1000)),
+        options=f"-c statement_timeout={timeout_ms}",
+    )

@@ -50,6 +50,7 @@ from hybrid_gateway.embedding.base import Vector
 from hybrid_gateway.resilience.clock import Clock
 from hybrid_gateway.stores.base import StoreUnavailable
 from hybrid_gateway.stores.health import StoreHealth
+from hybrid_gateway.stores.postgres import connect
 from hybrid_gateway.types import Usage
 
 __all__ = ["MAINTAIN_S", "TABLE", "PgSemanticCache", "vector_literal"]
@@ -132,10 +133,7 @@ class _Worker:
             self._conn = None
 
     def _connect(self) -> psycopg.Connection[Any]:
-        conn = psycopg.connect(
-            self._url, autocommit=True, connect_timeout=max(1, round(self._timeout_ms / 1000)),
-            options=f"-c statement_timeout={self._timeout_ms}",
-        )  # fmt: skip
+        conn = connect(self._url, self._timeout_ms)
         try:
             with conn.transaction():
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK,))
