@@ -6,6 +6,7 @@ from pathlib import Path
 
 from hybrid_gateway.cache.semantic.backend import SemanticBackend
 from hybrid_gateway.cache.semantic.cache import CacheBounds, SemanticCache
+from hybrid_gateway.cache.semantic.cross_encoder import CrossEncoderError, E5CrossEncoderReranker
 from hybrid_gateway.cache.semantic.decision import DecisionRule, VerifierCheck
 from hybrid_gateway.cache.semantic.hygiene import DEFAULT_NOISE, NoiseStripper
 from hybrid_gateway.cache.semantic.rerank import CrossEncoderReranker, HttpReranker, Reranker
@@ -21,6 +22,13 @@ from hybrid_gateway.stores.health import StoreHealth
 
 
 def build_reranker(cfg: RerankerConfig, config_path: str | Path | None) -> Reranker:
+    if cfg.kind == "e5-cross-encoder":
+        assert cfg.path is not None  # checked by the config
+        try:
+            return E5CrossEncoderReranker(resolve_path(config_path, cfg.path))
+        except CrossEncoderError as exc:
+            raise ConfigError(str(config_path or "<config>"), "cache.semantic.reranker.path",
+                              f"a `cache train-reranker` model file ({exc})") from None  # fmt: skip
     if cfg.kind == "cross-encoder":
         assert cfg.path is not None  # checked by the config
         return CrossEncoderReranker(resolve_path(config_path, cfg.path))

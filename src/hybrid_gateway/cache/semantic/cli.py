@@ -6,6 +6,8 @@
     cache calibrate --pairs DEV [DEV ...] --target-precision 0.95 --config gateway.yaml
     cache calibrate ... --verifier MODEL.npz     calibrate the verifier's threshold instead
     cache train-verifier --pairs FILE [FILE ...] --out MODEL.npz [--split-seed 7]
+    cache train-reranker --pairs FILE [FILE ...] --out MODEL.npz [--split-seed 7]   (torch)
+    cache eval | calibrate ... --reranker MODEL.npz   the fine-tuned cross-encoder's rule
 
 Embeddings come from the config's ``embedding`` section (``--config``) or the bundled default,
 and are kept in ``--embeddings-cache`` (by model version and text hash) so a rerun with another
@@ -29,7 +31,10 @@ from typing import Any
 
 import yaml
 
+from hybrid_gateway.cache.semantic import cli_reranker
 from hybrid_gateway.cache.semantic.calibrate import curve
+from hybrid_gateway.cache.semantic.cross_encoder import CrossEncoderError, load_cross_encoder
+from hybrid_gateway.cache.semantic.cross_encoder_eval import RerankerReport, evaluate_reranker
 from hybrid_gateway.cache.semantic.evaluate import (
     EvalReport,
     ScoredPairs,
@@ -93,6 +98,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                     help="weight decay candidates (the inner split picks one)")  # fmt: skip
     for p in (ev, cal):
         p.add_argument("--verifier", type=Path, help="a trained verifier model (.npz)")
+        p.add_argument("--reranker", type=Path,
+                       help="a fine-tuned cross-encoder (`cache train-reranker`)")  # fmt: skip
+    cli_reranker.configure(sub)
     for p in (ev, cal, tr):
         p.add_argument("--target-precision", type=float, default=0.95)
         p.add_argument(
@@ -114,6 +122,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.action == "train-reranker":
+        return cli_reranker.train(args)
     if not 0 < args.target_precision < 1:
         print("--target-precision must be between 0 and 1", file=sys.stderr)
         return 2
@@ -131,6 +141,9 @@ def run(args: argparse.Namespace) -> int:
     except VerifierError as exc:
         print(f"verifier: {exc}", file=sys.stderr)
         return 2
+    except CrossEncoderError as exc:
+        print(f"reranker: {exc}", file=sys.stderr)
+        return 2
 
 
 def _load(files: Sequence[str], args: argparse.Namespace) -> list[Pair]:
@@ -145,14 +158,21 @@ def _eval(args: argparse.Namespace, embedding: EmbeddingConfig) -> int:
     dev, test, namespace = _score(dev_pairs + test_pairs, embedding, args.embeddings_cache,
                                   len(dev_pairs))  # fmt: skip
     model = load_verifier(args.verifier, namespace) if args.verifier else None
+    reranker = load_cross_encoder(args.reranker) if args.reranker else None
     report = evaluate(dev, test, args.target_precision, args.z, verifier=True, model=model,
                       namespace=namespace)  # fmt: skip
+    reranked = None
+    if reranker is not None:
+        reranked = evaluate_reranker(dev, test, reranker, args.target_precision, args.z)
     if args.curve_out is not None:
         _write_curves(args.curve_out, Path(args.pairs).stem, test, report)
     if args.json:
-        print(json.dumps(report.as_json(), ensure_ascii=False))
+        out = report.as_json()
+        if reranked is not None:
+            out["reranker"] = reranked.as_json()
+        print(json.dumps(out, ensure_ascii=False))
     else:
-        _print_table(Path(args.pairs).name, report)
+        _print_table(Path(args.pairs).name, report, reranked)
     return 0
 
 
@@ -187,7 +207,19 @@ def _calibrate(args: argparse.Namespace, embedding: EmbeddingConfig) -> int:
         pairs = split_pairs(pairs, seed=args.split_seed)[1]
     dev, _, namespace = _score(pairs, embedding, args.embeddings_cache, len(pairs))
     update: dict[str, object]
-    if args.verifier is not None:
+    if args.verifier is not None and args.reranker is not None:
+        print("--verifier and --reranker: calibrate one at a time", file=sys.stderr)
+        return 2
+    if args.reranker is not None:
+        reranked = evaluate_reranker(dev, dev, load_cross_encoder(args.reranker),
+                                     args.target_precision, args.z)  # fmt: skip
+        rule = reranked.rule
+        # the cosine floor only spares the model hopeless candidates; the reranker decides
+        update = {"threshold": round(reranked.cosine_floor, 6), "guards": [],
+                  "reranker": {"kind": "e5-cross-encoder",
+                               "path": _relative(args.reranker, args.config),
+                               "min_score": round(rule.threshold, 6)}}  # fmt: skip
+    elif args.verifier is not None:
         model = load_verifier(args.verifier, namespace)
         rule = evaluate_verifier(dev, dev, args.target_precision, args.z, model=model)
         # the verifier reads the cosine and the guard signals itself: no cosine floor, no vetoes
@@ -210,14 +242,15 @@ def _calibrate(args: argparse.Namespace, embedding: EmbeddingConfig) -> int:
                          f"{half}, "
                          f"z={args.z:g}, {time.strftime('%Y-%m-%d')})",
     })  # fmt: skip
-    if args.verifier is None:  # a cosine calibration replaces a verifier's
+    if args.verifier is None:  # a cosine (or reranker) calibration replaces a verifier's
         semantic.pop("verifier", None)
         semantic.pop("verifier_threshold", None)
     guards = tuple(str(g) for g in semantic["guards"])
     backup = args.config.with_name(args.config.name + f".bak-{time.strftime('%Y%m%d%H%M%S')}")
     shutil.copy2(args.config, backup)
     args.config.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
-    what = "verifier_threshold" if args.verifier is not None else "threshold"
+    what = ("verifier_threshold" if args.verifier is not None
+            else "reranker.min_score" if args.reranker is not None else "threshold")  # fmt: skip
     print(f"{args.config}: cache.semantic.{what}={threshold:.6f} guards={list(guards)} "
           f"(dev precision {rule.dev_precision:.3f}, recall {rule.dev_recall:.3f}); "
           f"previous file kept as {backup}")  # fmt: skip
@@ -278,13 +311,15 @@ def _write_curves(folder: Path, stem: str, test: ScoredPairs, report: EvalReport
               f"{stem}: precision / recall / hit rate vs threshold (TEST half)")  # fmt: skip
 
 
-def _print_table(name: str, report: EvalReport) -> None:
+def _print_table(name: str, report: EvalReport, reranked: RerankerReport | None = None) -> None:
     rows: list[tuple[str, Any]] = [
         ("plain cosine", report.plain),
         ("full decision", report.decision),
     ]
     if report.verifier is not None:
         rows.append(("verifier", report.verifier))
+    if reranked is not None:
+        rows.append(("reranker", reranked.rule))
     print(f"{name}: target precision {report.target_precision:g}, n={report.decision.n} "
           f"(calibrated on {report.dev_n})")  # fmt: skip
     print(f"{'rule':15} {'threshold':>9} {'precision':>9} {'recall':>7} {'auc':>6} {'best':>6}")

@@ -150,12 +150,12 @@ def evaluate_rule(
 # The verifier rule splits DEV again (train / calibrate) by the same kind of seeded hash as the
 # outer split, so a reversed duplicate never sits on both sides; the seed differs from any
 # outer split seed, or the DEV half (all one side of the outer hash) would not split.
-_INNER_SEED = -7
+INNER_SEED = -7
 
 
 def dev_halves(dev: ScoredPairs) -> tuple[ScoredPairs, ScoredPairs]:
     """DEV split into the verifier's training part and its calibration part."""
-    train, _ = split_pairs(dev.pairs, seed=_INNER_SEED)
+    train, _ = split_pairs(dev.pairs, seed=INNER_SEED)
     chosen = {id(p) for p in train}
     mask = np.array([id(p) in chosen for p in dev.pairs], dtype=bool)
     return dev.subset(np.flatnonzero(mask)), dev.subset(np.flatnonzero(~mask))

@@ -18,8 +18,10 @@ GuardName = Literal["numbers", "dates", "negation", "entities", "antonyms"]
 
 
 class RerankerConfig(Strict):
-    # cross-encoder: a sentence-transformers CrossEncoder folder (extra [st]); http: a /rerank URL
-    kind: Literal["cross-encoder", "http"]
+    # cross-encoder: a sentence-transformers CrossEncoder folder (extra [st]); http: a /rerank URL;
+    # e5-cross-encoder: a model file from `cache train-reranker` (numpy at run time), its
+    # min_score and the cosine floor (threshold) written by `cache calibrate --reranker`
+    kind: Literal["cross-encoder", "http", "e5-cross-encoder"]
     path: str | None = None
     url: str | None = Field(default=None, pattern=r"^https?://")
     model: str | None = None
@@ -31,6 +33,9 @@ class RerankerConfig(Strict):
     def _target(self) -> RerankerConfig:
         if self.kind == "cross-encoder" and not self.path:
             raise ValueError("a cross-encoder reranker needs path (a local model folder)")
+        if self.kind == "e5-cross-encoder" and not self.path:
+            raise ValueError("an e5-cross-encoder reranker needs path (a `cache train-reranker` "
+                             "model file)")  # fmt: skip
         if self.kind == "http" and not self.url:
             raise ValueError("an http reranker needs url")
         return self
