@@ -33,7 +33,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "config": ("hybrid_gateway.config_cli", "check a config file (`config check FILE`)"),
     "cache": (
         "hybrid_gateway.cache.semantic.cli",
-        "semantic cache: `cache eval` / `cache calibrate` on labelled pairs",
+        "semantic cache on labelled pairs: `cache eval`, `calibrate`, `train-verifier`, "
+        "`train-reranker`",
     ),
     "router": (
         "hybrid_gateway.routing.cli",

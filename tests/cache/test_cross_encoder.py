@@ -22,6 +22,9 @@ from hybrid_gateway.cache.semantic.cross_encoder import (
     load_cross_encoder,
     pair_digest,
 )
+from hybrid_gateway.cache.semantic.cross_encoder_eval import scorers
+from hybrid_gateway.cache.semantic.evaluate import ScoredPairs
+from hybrid_gateway.cache.semantic.pairs import Pair
 from hybrid_gateway.cache.semantic.settings import RerankerConfig
 from hybrid_gateway.cli import main
 from hybrid_gateway.config import load_config
@@ -122,6 +125,36 @@ def test_eval_reports_the_reranker_rule_without_its_training_pairs(
     assert rule["excluded"] == 2  # SAME[0], once in DEV and once in TEST
     assert rule["n"] == len(PAIRS) - 1 and rule["recall"] > 0.5 and rule["precision"] == 1.0
     assert -1 <= rule["cosine_floor"] <= 1
+
+
+def test_cross_fitted_models_score_the_pairs_the_other_did_not_see(
+    pairs: Path, model_file: Path, model: CrossEncoder, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    # a second model "trained" on SAME[0] and SAME[1]: SAME[0] is now seen by both models
+    second = tmp_path / "second.npz"
+    CrossEncoder(base=model.base, weights=model.weights, head_w=model.head_w,
+                 head_b=model.head_b, trained_pairs=frozenset({pair_digest(*SAME[0]),
+                 pair_digest(*SAME[1])})).save(second)  # fmt: skip
+    code = main(["cache", "eval", "--pairs", str(pairs), "--calibrate-on", str(pairs),
+                 "--target-precision", "0.7", "--json", "--reranker", str(model_file),
+                 str(second), "--embeddings-cache", str(tmp_path / "emb.sqlite3")])  # fmt: skip
+    assert code == 0
+    rule = json.loads(capsys.readouterr().out)["reranker"]
+    assert rule["excluded"] == 2  # only SAME[0] (in DEV and in TEST): SAME[1] goes to the first
+    assert rule["n"] == len(PAIRS) - 1
+
+
+def test_each_pair_goes_to_the_first_model_that_did_not_see_it(model: CrossEncoder) -> None:
+    def seen_on(*pairs: tuple[str, str]) -> CrossEncoder:
+        return CrossEncoder(base=model.base, weights=model.weights, head_w=model.head_w,
+                            head_b=model.head_b,
+                            trained_pairs=frozenset(pair_digest(*p) for p in pairs))  # fmt: skip
+
+    ones = np.ones((3, 4), dtype=np.float32)
+    scored = ScoredPairs.of([Pair(a, b, True) for a, b in SAME[:3]], ones, ones)
+    assert scorers(scored, [model, seen_on(SAME[1])]).tolist() == [1, 0, 0]
+    assert scorers(scored, [model, seen_on(SAME[0], SAME[2])]).tolist() == [-1, 0, 0]
 
 
 def test_calibrate_writes_the_reranker_and_its_cosine_floor(

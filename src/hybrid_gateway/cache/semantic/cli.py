@@ -7,7 +7,7 @@
     cache calibrate ... --verifier MODEL.npz     calibrate the verifier's threshold instead
     cache train-verifier --pairs FILE [FILE ...] --out MODEL.npz [--split-seed 7]
     cache train-reranker --pairs FILE [FILE ...] --out MODEL.npz [--split-seed 7]   (torch)
-    cache eval | calibrate ... --reranker MODEL.npz   the fine-tuned cross-encoder's rule
+    cache eval | calibrate ... --reranker MODEL.npz [PART2.npz]   the cross-encoder's rule
 
 Embeddings come from the config's ``embedding`` section (``--config``) or the bundled default,
 and are kept in ``--embeddings-cache`` (by model version and text hash) so a rerun with another
@@ -98,8 +98,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
                     help="weight decay candidates (the inner split picks one)")  # fmt: skip
     for p in (ev, cal):
         p.add_argument("--verifier", type=Path, help="a trained verifier model (.npz)")
-        p.add_argument("--reranker", type=Path,
-                       help="a fine-tuned cross-encoder (`cache train-reranker`)")  # fmt: skip
+        p.add_argument("--reranker", type=Path, nargs="+",
+                       help="a fine-tuned cross-encoder (`cache train-reranker`); more than one "
+                            "(trained on other pairs): each pair is scored by the first that "
+                            "did not see it, the gateway serves the first")  # fmt: skip
     cli_reranker.configure(sub)
     for p in (ev, cal, tr):
         p.add_argument("--target-precision", type=float, default=0.95)
@@ -158,12 +160,12 @@ def _eval(args: argparse.Namespace, embedding: EmbeddingConfig) -> int:
     dev, test, namespace = _score(dev_pairs + test_pairs, embedding, args.embeddings_cache,
                                   len(dev_pairs))  # fmt: skip
     model = load_verifier(args.verifier, namespace) if args.verifier else None
-    reranker = load_cross_encoder(args.reranker) if args.reranker else None
+    rerankers = [load_cross_encoder(path) for path in args.reranker or ()]
     report = evaluate(dev, test, args.target_precision, args.z, verifier=True, model=model,
                       namespace=namespace)  # fmt: skip
     reranked = None
-    if reranker is not None:
-        reranked = evaluate_reranker(dev, test, reranker, args.target_precision, args.z)
+    if rerankers:
+        reranked = evaluate_reranker(dev, test, rerankers, args.target_precision, args.z)
     if args.curve_out is not None:
         _write_curves(args.curve_out, Path(args.pairs).stem, test, report)
     if args.json:
@@ -211,13 +213,13 @@ def _calibrate(args: argparse.Namespace, embedding: EmbeddingConfig) -> int:
         print("--verifier and --reranker: calibrate one at a time", file=sys.stderr)
         return 2
     if args.reranker is not None:
-        reranked = evaluate_reranker(dev, dev, load_cross_encoder(args.reranker),
-                                     args.target_precision, args.z)  # fmt: skip
+        models = [load_cross_encoder(path) for path in args.reranker]
+        reranked = evaluate_reranker(dev, dev, models, args.target_precision, args.z)
         rule = reranked.rule
         # the cosine floor only spares the model hopeless candidates; the reranker decides
         update = {"threshold": round(reranked.cosine_floor, 6), "guards": [],
                   "reranker": {"kind": "e5-cross-encoder",
-                               "path": _relative(args.reranker, args.config),
+                               "path": _relative(args.reranker[0], args.config),
                                "min_score": round(rule.threshold, 6)}}  # fmt: skip
     elif args.verifier is not None:
         model = load_verifier(args.verifier, namespace)

@@ -27,6 +27,9 @@ def configure(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     tr.add_argument("--split-seed", type=int,
                     help="train only on the verifier's training half of the DEV half of each "
                          "file's seeded split (as `cache eval --split-seed` splits)")  # fmt: skip
+    tr.add_argument("--part", type=int, choices=(1, 2), default=1,
+                    help="with --split-seed: which half of DEV to train on (2: the half "
+                         "`cache eval` calibrates on; for `--reranker P1 P2`)")  # fmt: skip
     tr.add_argument("--sample", type=int, help="seeded sample of at most N pairs per file")
     tr.add_argument("--seed", type=int, default=7, help="seed of --sample")
     tr.add_argument("--epochs", type=float, default=_DEFAULTS.epochs)
@@ -42,12 +45,12 @@ def train(args: argparse.Namespace) -> int:
     pairs = [p for f in args.pairs for p in load_pairs(f, limit=args.sample, seed=args.seed)]
     if args.split_seed is not None:
         dev = split_pairs(pairs, seed=args.split_seed)[0]
-        pairs = split_pairs(dev, seed=INNER_SEED)[0]
+        pairs = split_pairs(dev, seed=INNER_SEED)[args.part - 1]
     if not pairs:
         print("no training pairs", file=sys.stderr)
         return 2
     names = ", ".join(Path(p).name for p in args.pairs)
-    half = "" if args.split_seed is None else f", DEV's verifier half, split {args.split_seed}"
+    half = "" if args.split_seed is None else f", DEV part {args.part}, split {args.split_seed}"
     sample = "" if args.sample is None else f", sample {args.sample} seed {args.seed}"
     settings = FineTuneSettings(epochs=args.epochs, lr=args.lr, batch_size=args.batch_size,
                              seed=args.train_seed)  # fmt: skip

@@ -6,15 +6,23 @@ reranker's score must be ``>= min_score``.  Both come from DEV: the floor keeps 
 true paraphrases, and ``min_score`` is the cache's Wilson-bound calibration of the reranker
 score among the pairs above the floor.  Pairs the model was trained on (the model file keeps
 their digests) are dropped from DEV and TEST first and counted in ``excluded``.
+
+Cross-fitting: given several models trained on disjoint parts of DEV (``train-reranker --part
+1`` and ``--part 2``), each pair is scored by the first model that did not see it, so every DEV
+pair calibrates (twice the pairs of one model's left-out half: a tighter bound) while the
+gateway serves the first model.  Models fitted the same way on exchangeable halves score
+unseen pairs alike; that is the assumption this rests on.
 """
 
 from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from hybrid_gateway.cache.semantic.calibrate import (
     Floats,
@@ -40,9 +48,12 @@ class RerankerReport:
                                       "excluded": self.excluded}  # fmt: skip
 
 
-def unseen(scored: ScoredPairs, model: CrossEncoder) -> ScoredPairs:
-    keep = [i for i, p in enumerate(scored.pairs) if not model.was_trained_on(p.a, p.b)]
-    return scored.subset(np.array(keep, dtype=np.intp))
+def scorers(scored: ScoredPairs, models: Sequence[CrossEncoder]) -> npt.NDArray[np.intp]:
+    """Per pair, the index of the first model not trained on it (-1: every model saw it)."""
+    out = np.full(len(scored.pairs), -1, dtype=np.intp)
+    for i, p in enumerate(scored.pairs):
+        out[i] = next((n for n, m in enumerate(models) if not m.was_trained_on(p.a, p.b)), -1)
+    return out
 
 
 def cosine_floor(dev: ScoredPairs) -> float:
@@ -52,14 +63,17 @@ def cosine_floor(dev: ScoredPairs) -> float:
     return float(np.quantile(positives, 1.0 - POSITIVES_KEPT, method="lower"))
 
 
-def reranked(scored: ScoredPairs, model: CrossEncoder, floor: float, label: str) -> Floats:
-    """Reranker scores above the cosine floor, ``-inf`` below it (never asked)."""
+def reranked(
+    scored: ScoredPairs, models: Sequence[CrossEncoder], by: npt.NDArray[np.intp], floor: float,
+    label: str,
+) -> Floats:  # fmt: skip
+    """Scores above the cosine floor (each pair by its model ``by``), ``-inf`` below it."""
     out = np.full(len(scored.pairs), -np.inf)
     asked = np.flatnonzero(scored.cosine >= floor)
     started = time.perf_counter()
     for n, i in enumerate(asked, 1):
         pair = scored.pairs[int(i)]
-        out[i] = model.score(pair.a, pair.b)
+        out[i] = models[int(by[i])].score(pair.a, pair.b)
         if n % 500 == 0 or n == len(asked):
             print(f"reranking {label}: {n}/{len(asked)} ({time.perf_counter() - started:.0f} s)",
                   file=sys.stderr)  # fmt: skip
@@ -67,14 +81,23 @@ def reranked(scored: ScoredPairs, model: CrossEncoder, floor: float, label: str)
 
 
 def evaluate_reranker(
-    dev: ScoredPairs, test: ScoredPairs, model: CrossEncoder, target: float, z: float
+    dev: ScoredPairs,
+    test: ScoredPairs,
+    models: Sequence[CrossEncoder],
+    target: float,
+    z: float,
 ) -> RerankerReport:
     """The reranker rule calibrated on DEV and measured on TEST (training pairs left out)."""
-    dev_kept, test_kept = unseen(dev, model), unseen(test, model)
+    dev_by, test_by = scorers(dev, models), scorers(test, models)
+    dev_kept, test_kept = (
+        dev.subset(np.flatnonzero(dev_by >= 0)),
+        test.subset(np.flatnonzero(test_by >= 0)),
+    )
+    dev_by, test_by = dev_by[dev_by >= 0], test_by[test_by >= 0]
     excluded = len(dev.pairs) - len(dev_kept.pairs) + len(test.pairs) - len(test_kept.pairs)
     floor = cosine_floor(dev_kept)
-    dev_scores = reranked(dev_kept, model, floor, "DEV")
-    test_scores = reranked(test_kept, model, floor, "TEST")
+    dev_scores = reranked(dev_kept, models, dev_by, floor, "DEV")
+    test_scores = reranked(test_kept, models, test_by, floor, "TEST")
     threshold = calibrate_threshold(dev_scores, dev_kept.labels, target, z)
     on_dev = operating(dev_scores, dev_kept.labels, threshold)
     on_test = operating(test_scores, test_kept.labels, threshold)
