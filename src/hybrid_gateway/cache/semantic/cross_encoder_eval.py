@@ -94,10 +94,14 @@ def evaluate_reranker(
         test.subset(np.flatnonzero(test_by >= 0)),
     )
     dev_by, test_by = dev_by[dev_by >= 0], test_by[test_by >= 0]
-    excluded = len(dev.pairs) - len(dev_kept.pairs) + len(test.pairs) - len(test_kept.pairs)
+    excluded = len(dev.pairs) - len(dev_kept.pairs)
     floor = cosine_floor(dev_kept)
     dev_scores = reranked(dev_kept, models, dev_by, floor, "DEV")
-    test_scores = reranked(test_kept, models, test_by, floor, "TEST")
+    if test is dev:  # `cache calibrate`: the same pairs, scored once
+        test_scores = dev_scores
+    else:
+        excluded += len(test.pairs) - len(test_kept.pairs)
+        test_scores = reranked(test_kept, models, test_by, floor, "TEST")
     threshold = calibrate_threshold(dev_scores, dev_kept.labels, target, z)
     on_dev = operating(dev_scores, dev_kept.labels, threshold)
     on_test = operating(test_scores, test_kept.labels, threshold)
