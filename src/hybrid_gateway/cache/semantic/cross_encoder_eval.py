@@ -24,15 +24,9 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from hybrid_gateway.cache.semantic.calibrate import (
-    Floats,
-    best_recall_at,
-    calibrate_threshold,
-    operating,
-    roc_auc,
-)
+from hybrid_gateway.cache.semantic.calibrate import Floats
 from hybrid_gateway.cache.semantic.cross_encoder import CrossEncoder
-from hybrid_gateway.cache.semantic.evaluate import RuleReport, ScoredPairs
+from hybrid_gateway.cache.semantic.evaluate import RuleReport, ScoredPairs, measured
 
 POSITIVES_KEPT = 0.99  # share of DEV's true paraphrases the cosine floor lets through
 
@@ -102,13 +96,5 @@ def evaluate_reranker(
     else:
         excluded += len(test.pairs) - len(test_kept.pairs)
         test_scores = reranked(test_kept, models, test_by, floor, "TEST")
-    threshold = calibrate_threshold(dev_scores, dev_kept.labels, target, z)
-    on_dev = operating(dev_scores, dev_kept.labels, threshold)
-    on_test = operating(test_scores, test_kept.labels, threshold)
-    rule = RuleReport(
-        threshold=threshold, precision=on_test.precision, recall=on_test.recall,
-        hit_rate=on_test.hit_rate, auc=roc_auc(test_scores, test_kept.labels), n=on_test.n,
-        best_recall=best_recall_at(test_scores, test_kept.labels, target).recall,
-        dev_precision=on_dev.precision, dev_recall=on_dev.recall, guards=(),
-    )  # fmt: skip
+    rule = measured(dev_scores, dev_kept.labels, test_scores, test_kept.labels, target, z)
     return RerankerReport(rule, floor, excluded)

@@ -136,13 +136,26 @@ def evaluate_rule(
     dev: ScoredPairs, test: ScoredPairs, guards: tuple[str, ...], target: float, z: float
 ) -> RuleReport:
     dev_scores, test_scores = dev.guarded(guards), test.guarded(guards)
-    threshold = calibrate_threshold(dev_scores, dev.labels, target, z)
-    on_dev = operating(dev_scores, dev.labels, threshold)
-    on_test = operating(test_scores, test.labels, threshold)
+    return measured(dev_scores, dev.labels, test_scores, test.labels, target, z, guards)
+
+
+def measured(
+    dev_scores: Floats,
+    dev_labels: Bools,
+    test_scores: Floats,
+    test_labels: Bools,
+    target: float,
+    z: float,
+    guards: tuple[str, ...] = (),
+) -> RuleReport:
+    """A score rule's threshold calibrated on the DEV scores, its figures on the TEST ones."""
+    threshold = calibrate_threshold(dev_scores, dev_labels, target, z)
+    on_dev = operating(dev_scores, dev_labels, threshold)
+    on_test = operating(test_scores, test_labels, threshold)
     return RuleReport(
         threshold=threshold, precision=on_test.precision, recall=on_test.recall,
-        hit_rate=on_test.hit_rate, auc=roc_auc(test_scores, test.labels), n=on_test.n,
-        best_recall=best_recall_at(test_scores, test.labels, target).recall,
+        hit_rate=on_test.hit_rate, auc=roc_auc(test_scores, test_labels), n=on_test.n,
+        best_recall=best_recall_at(test_scores, test_labels, target).recall,
         dev_precision=on_dev.precision, dev_recall=on_dev.recall, guards=guards,
     )  # fmt: skip
 
@@ -184,15 +197,7 @@ def evaluate_verifier(
     else:
         calib = dev
     dev_scores, test_scores = model.scores(calib.features()), model.scores(test.features())
-    threshold = calibrate_threshold(dev_scores, calib.labels, target, z)
-    on_dev = operating(dev_scores, calib.labels, threshold)
-    on_test = operating(test_scores, test.labels, threshold)
-    return RuleReport(
-        threshold=threshold, precision=on_test.precision, recall=on_test.recall,
-        hit_rate=on_test.hit_rate, auc=roc_auc(test_scores, test.labels), n=on_test.n,
-        best_recall=best_recall_at(test_scores, test.labels, target).recall,
-        dev_precision=on_dev.precision, dev_recall=on_dev.recall, guards=(),
-    )  # fmt: skip
+    return measured(dev_scores, calib.labels, test_scores, test.labels, target, z)
 
 
 @dataclass(frozen=True, slots=True)
