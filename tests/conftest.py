@@ -1,10 +1,15 @@
-"""Fixtures shared across test packages: a real PostgreSQL 16 + pgvector (``pgserver``)."""
+"""Fixtures shared across test packages: a real PostgreSQL 16 + pgvector (``pgserver``).
+
+Property tests run without Hypothesis's per-example deadline (200 ms by default): they check
+behaviour, and one example on a loaded 2-core machine can take longer (a config property test
+failed that way with a training job beside it)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import settings
 
 from tests.stores.postgres_server import (
     PostgresServer,
@@ -12,6 +17,9 @@ from tests.stores.postgres_server import (
     fresh_database,
     temporary_server,
 )
+
+settings.register_profile("suite", deadline=None)
+settings.load_profile("suite")
 
 
 @pytest.fixture(scope="session")
