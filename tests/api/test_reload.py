@@ -12,7 +12,7 @@ import yaml
 from aiohttp.test_utils import TestClient, TestServer
 
 from hybrid_gateway.api.app import create_app
-from hybrid_gateway.api.reload import reload_runtime
+from hybrid_gateway.api.reload import reload_runtime, reloadable
 from hybrid_gateway.api.routes import RUNTIME
 from hybrid_gateway.config import load_config
 from hybrid_gateway.errors import ConfigError
@@ -225,3 +225,10 @@ async def test_a_threshold_change_turns_a_hit_into_a_miss_and_back(
         write(path, bounds)
         status, payload = await reload(client)
         assert (status, payload["error"]["param"]) == (400, "cache.semantic.max_entries")
+
+
+def test_the_rerankers_rule_reloads_and_its_model_does_not() -> None:
+    reranker = ("cache", "semantic", "reranker")
+    assert reloadable((*reranker, "min_score")) and reloadable((*reranker, "cosine_weight"))
+    assert not reloadable((*reranker, "path")) and not reloadable((*reranker, "kind"))
+    assert not reloadable(reranker)  # a reranker added or removed: a restart

@@ -105,6 +105,8 @@ async def test_the_reranker_hook_scores_off_the_event_loop(
         build_reranker(RerankerConfig(kind="e5-cross-encoder", path="nope.npz"), None)
     with pytest.raises(ValueError, match="needs path"):
         RerankerConfig(kind="e5-cross-encoder")
+    with pytest.raises(ValueError, match="greater than or equal to 0"):
+        RerankerConfig(kind="e5-cross-encoder", path=str(model_file), cosine_weight=-1)
 
 
 @pytest.fixture
@@ -125,6 +127,16 @@ def test_eval_reports_the_reranker_rule_without_its_training_pairs(
     assert rule["excluded"] == 2  # SAME[0], once in DEV and once in TEST
     assert rule["n"] == len(PAIRS) - 1 and rule["recall"] > 0.5 and rule["precision"] == 1.0
     assert -1 <= rule["cosine_floor"] <= 1
+    assert rule["cosine_weight"] == 1.0  # the default rule: score + 1 * cosine
+    code = main(["cache", "eval", "--pairs", str(pairs), "--calibrate-on", str(pairs),
+                 "--target-precision", "0.7", "--json", "--reranker", str(model_file),
+                 "--cosine-weight", "0",
+                 "--embeddings-cache", str(tmp_path / "emb.sqlite3")])  # fmt: skip
+    alone = json.loads(capsys.readouterr().out)["reranker"]
+    assert code == 0 and alone["cosine_weight"] == 0.0
+    code = main(["cache", "eval", "--pairs", str(pairs), "--calibrate-on", str(pairs),
+                 "--reranker", str(model_file), "--cosine-weight", "-1"])  # fmt: skip
+    assert code == 2 and "--cosine-weight must be >= 0" in capsys.readouterr().err
 
 
 def test_cross_fitted_models_score_the_pairs_the_other_did_not_see(
@@ -172,6 +184,7 @@ def test_calibrate_writes_the_reranker_and_its_cosine_floor(
     assert code == 0
     semantic = load_config(config).cache.semantic
     assert semantic.reranker is not None and semantic.reranker.kind == "e5-cross-encoder"
+    assert semantic.reranker.cosine_weight == 1.0
     assert Path(semantic.reranker.path or "").is_absolute() is False
     assert (config.parent / (semantic.reranker.path or "")).resolve() == model_file.resolve()
     assert semantic.guards == () and semantic.verifier is None and semantic.threshold < 0.999

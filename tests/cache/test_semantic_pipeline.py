@@ -225,6 +225,25 @@ async def test_the_reranker_has_the_last_word(score: float | None, hit: bool) ->
     await stage.aclose()
 
 
+async def test_the_cosine_weight_lifts_a_low_reranker_score_and_reloads() -> None:
+    pipeline, upstream, stage, _ = build()
+    reranker = FakeReranker(0.2)  # below min_score on its own; + 1 * cosine (~0.99) above it
+    stage._rerank = RerankStep(reranker, min_score=0.5, cosine_weight=1.0)
+    upstream.script["How do I reset my password?"] = completion("Use the reset link.")
+    upstream.script["how do I reset my password"] = completion("Fresh answer.")
+    await pipeline.complete(chat("How do I reset my password?"), record())
+    hit = record()
+    await pipeline.complete(chat("how do I reset my password"), hit)
+    assert hit.cache is CacheOutcome.SEMANTIC and hit.similarity is not None
+    assert 0.2 + hit.similarity >= 0.5
+    stage.replace_decision(stage.cache.rule, 0.5)  # a reload without the weight: score alone
+    miss = record()
+    await pipeline.complete(chat("how do I reset my password"), miss)
+    assert miss.cache is not CacheOutcome.SEMANTIC
+    assert miss.extra["cache_checks"].endswith(",!reranker")
+    await stage.aclose()
+
+
 class TenantEcho(ScriptedDispatcher):
     """Every answer names the tenant it was made for."""
 

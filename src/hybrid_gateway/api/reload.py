@@ -10,7 +10,8 @@ field.  These may differ:
                              bucket: new tenancy parts that keep the rate buckets' levels and
                              the budget spend (``tenancy/reload.py``)
     cache.semantic.<key>     the decision only: threshold, guards, target_precision,
-                             calibrated_on, verifier, verifier_threshold, reranker.min_score
+                             calibrated_on, verifier, verifier_threshold, reranker.min_score,
+                             reranker.cosine_weight
                              (``SemanticStage.replace_decision``); entries, index, store and
                              embedder stay
 
@@ -65,7 +66,8 @@ SEMANTIC_DECISION = frozenset(
     {"threshold", "guards", "target_precision", "calibrated_on", "verifier", "verifier_threshold"}
 )
 _SEMANTIC = ("cache", "semantic")
-_RERANK_MIN = ("cache", "semantic", "reranker", "min_score")
+_RERANKER = ("cache", "semantic", "reranker")
+_RERANK_RULE = frozenset({"min_score", "cosine_weight"})  # the reranker's part of the decision
 _ABSENT = object()
 
 _log = logging.getLogger(__name__)
@@ -107,7 +109,8 @@ def reload_runtime(runtime: GatewayRuntime, path: Path) -> ReloadResult:
                 str(path),
                 field,
                 "unchanged: only routing, tenants, limits and the semantic cache's decision "
-                f"(cache.semantic: {', '.join(sorted(SEMANTIC_DECISION))}, reranker.min_score) "
+                f"(cache.semantic: {', '.join(sorted(SEMANTIC_DECISION))}, reranker.min_score, "
+                "reranker.cosine_weight) "
                 f"reload; a change to {field} needs a restart",
             )
         changed = _sections(diffs)
@@ -138,7 +141,8 @@ def _build(
         cfg = new.cache.semantic
         rule = build_rule(cfg, path, runtime.embedder.namespace)
         min_score = cfg.reranker.min_score if cfg.reranker is not None else None
-        swaps.append(partial(stage.replace_decision, rule, min_score))
+        weight = cfg.reranker.cosine_weight if cfg.reranker is not None else 0.0
+        swaps.append(partial(stage.replace_decision, rule, min_score, weight))
     if "tenants" in changed or "limits" in changed:
         if runtime.request_log is not None:
             runtime.request_log.flush()  # spend summed from the log counts every settled row
@@ -177,7 +181,8 @@ def reloadable(path: tuple[str, ...]) -> bool:
         return True
     if path[:2] != _SEMANTIC or len(path) < 3:
         return False
-    return path[2] in SEMANTIC_DECISION or path == _RERANK_MIN
+    rerank_rule = len(path) == 4 and path[:3] == _RERANKER and path[3] in _RERANK_RULE
+    return path[2] in SEMANTIC_DECISION or rerank_rule
 
 
 def _sections(diffs: list[tuple[str, ...]]) -> tuple[str, ...]:

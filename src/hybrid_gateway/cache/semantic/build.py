@@ -114,7 +114,8 @@ def build_semantic_stage(
         cache = local
     rerank = None
     if cfg.reranker is not None:
-        rerank = RerankStep(build_reranker(cfg.reranker, config_path), cfg.reranker.min_score)
+        rerank = RerankStep(build_reranker(cfg.reranker, config_path), cfg.reranker.min_score,
+                            cfg.reranker.cosine_weight)  # fmt: skip
     return SemanticStage(
         cache,
         embedder,

@@ -102,6 +102,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
                        help="a fine-tuned cross-encoder (`cache train-reranker`); more than one "
                             "(trained on other pairs): each pair is scored by the first that "
                             "did not see it, the gateway serves the first")  # fmt: skip
+        p.add_argument("--cosine-weight", type=float, default=1.0,
+                       help="with --reranker: the rule is score + W * cosine >= min_score (the "
+                            "cosine orders the candidates the model scores alike; 0: the "
+                            "score alone)")  # fmt: skip
     cli_reranker.configure(sub)
     for p in (ev, cal, tr):
         p.add_argument("--target-precision", type=float, default=0.95)
@@ -128,6 +132,9 @@ def run(args: argparse.Namespace) -> int:
         return cli_reranker.train(args)
     if not 0 < args.target_precision < 1:
         print("--target-precision must be between 0 and 1", file=sys.stderr)
+        return 2
+    if getattr(args, "cosine_weight", 0.0) < 0:  # eval and calibrate only
+        print("--cosine-weight must be >= 0", file=sys.stderr)
         return 2
     try:
         embedding = load_config(args.config).embedding if args.config else EmbeddingConfig()
@@ -165,7 +172,8 @@ def _eval(args: argparse.Namespace, embedding: EmbeddingConfig) -> int:
                       namespace=namespace)  # fmt: skip
     reranked = None
     if rerankers:
-        reranked = evaluate_reranker(dev, test, rerankers, args.target_precision, args.z)
+        reranked = evaluate_reranker(dev, test, rerankers, args.target_precision, args.z,
+                                     args.cosine_weight)  # fmt: skip
     if args.curve_out is not None:
         _write_curves(args.curve_out, Path(args.pairs).stem, test, report)
     if args.json:
@@ -214,13 +222,15 @@ def _calibrate(args: argparse.Namespace, embedding: EmbeddingConfig) -> int:
         return 2
     if args.reranker is not None:
         models = [load_cross_encoder(path) for path in args.reranker]
-        reranked = evaluate_reranker(dev, dev, models, args.target_precision, args.z)
+        reranked = evaluate_reranker(dev, dev, models, args.target_precision, args.z,
+                                     args.cosine_weight)  # fmt: skip
         rule = reranked.rule
         # the cosine floor only spares the model hopeless candidates; the reranker decides
         update = {"threshold": round(reranked.cosine_floor, 6), "guards": [],
                   "reranker": {"kind": "e5-cross-encoder",
                                "path": _relative(args.reranker[0], args.config),
-                               "min_score": round(rule.threshold, 6)}}  # fmt: skip
+                               "min_score": round(rule.threshold, 6),
+                               "cosine_weight": args.cosine_weight}}  # fmt: skip
     elif args.verifier is not None:
         model = load_verifier(args.verifier, namespace)
         rule = evaluate_verifier(dev, dev, args.target_precision, args.z, model=model)

@@ -1,11 +1,15 @@
 """The cross-encoder reranker rule on labelled pairs (``cache eval / calibrate --reranker``).
 
 The rule is the one the gateway runs with a calibrated reranker: the nearest entry must have
-``cosine >= cosine_floor`` (so the model is only asked about plausible candidates), then the
-reranker's score must be ``>= min_score``.  Both come from DEV: the floor keeps 99 % of DEV's
-true paraphrases, and ``min_score`` is the cache's Wilson-bound calibration of the reranker
-score among the pairs above the floor.  Pairs the model was trained on (the model file keeps
-their digests) are dropped from DEV and TEST first and counted in ``excluded``.
+``cosine >= cosine_floor`` (so the model is only asked about plausible candidates), then
+``reranker score + cosine_weight * cosine`` must be ``>= min_score``.  Both come from DEV: the
+floor keeps 99 % of DEV's true paraphrases, and ``min_score`` is the cache's Wilson-bound
+calibration of that sum among the pairs above the floor.  Pairs the model was trained on (the
+model file keeps their digests) are dropped from DEV and TEST first and counted in
+``excluded``.  Why the cosine: the fine-tuned model gives its confident positives nearly the
+same score (its ceiling), so a threshold among them moves in large steps of recall; with
+weight 1 the cosine spreads them (the candidates' cosines differ by at most ~0.07, the
+model's logits span several units) without overruling the model.
 
 Cross-fitting: given several models trained on disjoint parts of DEV (``train-reranker --part
 1`` and ``--part 2``), each pair is scored by the first model that did not see it, so every DEV
@@ -35,10 +39,12 @@ POSITIVES_KEPT = 0.99  # share of DEV's true paraphrases the cosine floor lets t
 class RerankerReport:
     rule: RuleReport
     cosine_floor: float
+    cosine_weight: float
     excluded: int  # DEV + TEST pairs dropped because the model was trained on them
 
     def as_json(self) -> dict[str, object]:
         return self.rule.as_json() | {"cosine_floor": round(self.cosine_floor, 6),
+                                      "cosine_weight": self.cosine_weight,
                                       "excluded": self.excluded}  # fmt: skip
 
 
@@ -59,15 +65,16 @@ def cosine_floor(dev: ScoredPairs) -> float:
 
 def reranked(
     scored: ScoredPairs, models: Sequence[CrossEncoder], by: npt.NDArray[np.intp], floor: float,
-    label: str,
+    label: str, cosine_weight: float = 0.0,
 ) -> Floats:  # fmt: skip
-    """Scores above the cosine floor (each pair by its model ``by``), ``-inf`` below it."""
+    """The rule's scores above the cosine floor (each pair by its model ``by``: score +
+    ``cosine_weight`` * cosine), ``-inf`` below it."""
     out = np.full(len(scored.pairs), -np.inf)
     asked = np.flatnonzero(scored.cosine >= floor)
     started = time.perf_counter()
     for n, i in enumerate(asked, 1):
         pair = scored.pairs[int(i)]
-        out[i] = models[int(by[i])].score(pair.a, pair.b)
+        out[i] = models[int(by[i])].score(pair.a, pair.b) + cosine_weight * scored.cosine[i]
         if n % 500 == 0 or n == len(asked):
             print(f"reranking {label}: {n}/{len(asked)} ({time.perf_counter() - started:.0f} s)",
                   file=sys.stderr)  # fmt: skip
@@ -80,6 +87,7 @@ def evaluate_reranker(
     models: Sequence[CrossEncoder],
     target: float,
     z: float,
+    cosine_weight: float = 0.0,
 ) -> RerankerReport:
     """The reranker rule calibrated on DEV and measured on TEST (training pairs left out)."""
     dev_by, test_by = scorers(dev, models), scorers(test, models)
@@ -90,11 +98,11 @@ def evaluate_reranker(
     dev_by, test_by = dev_by[dev_by >= 0], test_by[test_by >= 0]
     excluded = len(dev.pairs) - len(dev_kept.pairs)
     floor = cosine_floor(dev_kept)
-    dev_scores = reranked(dev_kept, models, dev_by, floor, "DEV")
+    dev_scores = reranked(dev_kept, models, dev_by, floor, "DEV", cosine_weight)
     if test is dev:  # `cache calibrate`: the same pairs, scored once
         test_scores = dev_scores
     else:
         excluded += len(test.pairs) - len(test_kept.pairs)
-        test_scores = reranked(test_kept, models, test_by, floor, "TEST")
+        test_scores = reranked(test_kept, models, test_by, floor, "TEST", cosine_weight)
     rule = measured(dev_scores, dev_kept.labels, test_scores, test_kept.labels, target, z)
-    return RerankerReport(rule, floor, excluded)
+    return RerankerReport(rule, floor, cosine_weight, excluded)

@@ -26,8 +26,12 @@ class RerankerConfig(Strict):
     url: str | None = Field(default=None, pattern=r"^https?://")
     model: str | None = None
     timeout_s: PositiveFloat = 2.0
-    # A candidate that passed the threshold and the guards is a hit only at or above this.
+    # A candidate that passed the threshold and the guards is a hit only when the reranker's
+    # score + cosine_weight * (the candidate's cosine) is at or above min_score.  The cosine
+    # orders the many candidates a fine-tuned model scores alike at its ceiling;
+    # `cache calibrate --reranker` writes both (cosine_weight 1 by default).
     min_score: float = 0.5
+    cosine_weight: Annotated[float, Field(ge=0)] = 0.0
 
     @model_validator(mode="after")
     def _target(self) -> RerankerConfig:

@@ -52,6 +52,7 @@ class SemanticHit:
 class RerankStep:
     reranker: Reranker
     min_score: float
+    cosine_weight: float = 0.0  # the rule: score + cosine_weight * cosine >= min_score
 
 
 def scope_of(tenant: str, shared_scopes: Mapping[str, str]) -> str:
@@ -98,11 +99,14 @@ class SemanticStage:
         record.extra[_PENDING] = key
         return key
 
-    def replace_decision(self, rule: DecisionRule, rerank_min_score: float | None) -> None:
-        """Hot reload: the next lookup is judged by ``rule`` (and the reranker's new minimum)."""
+    def replace_decision(
+        self, rule: DecisionRule, rerank_min_score: float | None, rerank_cosine_weight: float = 0.0
+    ) -> None:
+        """Hot reload: the next lookup is judged by ``rule`` (and the reranker's new rule)."""
         self.cache.rule = rule
         if self._rerank is not None and rerank_min_score is not None:
-            self._rerank = RerankStep(self._rerank.reranker, rerank_min_score)
+            self._rerank = RerankStep(self._rerank.reranker, rerank_min_score,
+                                      rerank_cosine_weight)  # fmt: skip
 
     def replace_scopes(self, shared_scopes: Mapping[str, str]) -> None:
         """Hot reload of the tenants: which tenants share a cache namespace from now on."""
@@ -132,7 +136,7 @@ class SemanticStage:
         passed = list(verdict.passed)
         failed = list(verdict.failed)
         if verdict.hit and self._rerank is not None:
-            ok = await self._reranked(key.question, entry.question)
+            ok = await self._reranked(key.question, entry.question, verdict.similarity)
             (passed if ok else failed).append("reranker")
         record.extra["cache_checks"] = ",".join([*passed, *(f"!{f}" for f in failed)])
         if failed:
@@ -163,10 +167,12 @@ class SemanticStage:
         if self._rerank is not None:
             await self._rerank.reranker.aclose()
 
-    async def _reranked(self, question: str, candidate: str) -> bool:
-        assert self._rerank is not None
+    async def _reranked(self, question: str, candidate: str, similarity: float) -> bool:
+        step = self._rerank
+        assert step is not None
         try:
-            return await self._rerank.reranker.score(question, candidate) >= self._rerank.min_score
+            score = await step.reranker.score(question, candidate)
+            return score + step.cosine_weight * similarity >= step.min_score
         except Exception as exc:  # a reranker that cannot answer says no
             log.warning("reranker failed: %r", exc)
             return False

@@ -1,0 +1,93 @@
+"""Score every pair of a file with cross-encoder rerankers once, then measure rules offline.
+
+    python benchmarks/experiments/cache_reranker_scores.py score --pairs F --models M1 [M2 ..] \
+        --out scores.npz
+    python benchmarks/experiments/cache_reranker_scores.py measure --scores scores.npz \
+        --split-seeds 7 8 [--target 0.95 --z 1.645]
+
+``measure`` reproduces `cache eval --split-seed S --reranker M` (cosine floor keeping 99 % of
+DEV's positives, Wilson-bound threshold on DEV, figures on TEST, training pairs excluded) for
+each model, from the saved scores, so several models and seeds cost one scoring pass.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from hybrid_gateway.cache.semantic.cli import _DEFAULT_CACHE, _score
+from hybrid_gateway.cache.semantic.cross_encoder import load_cross_encoder
+from hybrid_gateway.cache.semantic.cross_encoder_eval import POSITIVES_KEPT
+from hybrid_gateway.cache.semantic.evaluate import measured
+from hybrid_gateway.cache.semantic.pairs import load_pairs, split_pairs
+from hybrid_gateway.embedding.settings import EmbeddingConfig
+
+
+def score(args: argparse.Namespace) -> None:
+    pairs = load_pairs(args.pairs)
+    scored, _, _ = _score(pairs, EmbeddingConfig(), _DEFAULT_CACHE, len(pairs))
+    out: dict[str, np.ndarray] = {"cosine": scored.cosine, "labels": scored.labels}
+    names = []
+    for n, path in enumerate(args.models):
+        model = load_cross_encoder(path)
+        s = np.empty(len(pairs))
+        started = time.perf_counter()
+        for i, p in enumerate(pairs):
+            s[i] = model.score(p.a, p.b)
+            if i % 1000 == 0:
+                print(f"{path}: {i}/{len(pairs)} ({time.perf_counter() - started:.0f} s)",
+                      file=sys.stderr)
+        out[f"score{n}"] = s
+        out[f"trained{n}"] = np.array([model.was_trained_on(p.a, p.b) for p in pairs])
+        names.append(str(path))
+    np.savez(args.out, names=np.array(names), pairs=str(args.pairs), **out)
+
+
+def measure(args: argparse.Namespace) -> None:
+    z = np.load(args.scores)
+    pairs = load_pairs(str(z["pairs"]))
+    index = {id(p): i for i, p in enumerate(pairs)}
+    cosine, labels = z["cosine"], z["labels"]
+    for seed in args.split_seeds:
+        dev_p, test_p = split_pairs(pairs, seed=seed)
+        dev = np.array([index[id(p)] for p in dev_p])
+        test = np.array([index[id(p)] for p in test_p])
+        for n, name in enumerate(z["names"]):
+            s, trained = z[f"score{n}"], z[f"trained{n}"]
+            d, t = dev[~trained[dev]], test[~trained[test]]
+            pos = cosine[d][labels[d]]
+            floor = float(np.quantile(pos, 1.0 - POSITIVES_KEPT, method="lower"))
+            for rule, values in (("reranker", s), ("reranker+cos", s + args.cos_weight * cosine)):
+                v = np.where(cosine >= floor, values, -np.inf)
+                r = measured(v[d], labels[d], v[t], labels[t], args.target, args.z)
+                print(json.dumps({"seed": seed, "model": Path(name).name, "rule": rule,
+                                  "dev": len(d), "test": len(t), "floor": round(floor, 4),
+                                  "threshold": round(r.threshold, 4),
+                                  "precision": round(r.precision, 4), "recall": round(r.recall, 4),
+                                  "auc": round(r.auc, 4), "best": round(r.best_recall, 4)}))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers(dest="action", required=True)
+    s = sub.add_parser("score")
+    s.add_argument("--pairs", required=True)
+    s.add_argument("--models", nargs="+", required=True)
+    s.add_argument("--out", required=True)
+    m = sub.add_parser("measure")
+    m.add_argument("--scores", required=True)
+    m.add_argument("--split-seeds", type=int, nargs="+", default=[7, 8])
+    m.add_argument("--target", type=float, default=0.95)
+    m.add_argument("--z", type=float, default=1.645)
+    m.add_argument("--cos-weight", type=float, default=1.0)
+    args = parser.parse_args()
+    score(args) if args.action == "score" else measure(args)
+
+
+if __name__ == "__main__":
+    main()
