@@ -2,8 +2,8 @@
 
     python benchmarks/experiments/cache_reranker_scores.py score --pairs F --models M1 [M2 ..] \
         --out scores.npz
-    python benchmarks/experiments/cache_reranker_scores.py measure --scores scores.npz \
-        --split-seeds 7 8 [--target 0.95 --z 1.645]
+    python benchmarks/experiments/cache_reranker_scores.py measure --scores scores.npz [..] \
+        --split-seeds 7 8 [--target 0.95 --z 1.645] [--cross-fit]
 
 ``measure`` reproduces `cache eval --split-seed S --reranker M` (cosine floor keeping 99 % of
 DEV's positives, Wilson-bound threshold on DEV, figures on TEST, training pairs excluded) for
@@ -33,11 +33,14 @@ def score(args: argparse.Namespace) -> None:
     scored, _, _ = _score(pairs, EmbeddingConfig(), _DEFAULT_CACHE, len(pairs))
     out: dict[str, np.ndarray] = {"cosine": scored.cosine, "labels": scored.labels}
     names = []
+    wanted = np.load(args.only_seen_by)["trained0"] if args.only_seen_by else None
     for n, path in enumerate(args.models):
         model = load_cross_encoder(path)
-        s = np.empty(len(pairs))
+        s = np.full(len(pairs), np.nan)
         started = time.perf_counter()
         for i, p in enumerate(pairs):
+            if wanted is not None and not wanted[i]:
+                continue  # a cross-fitting partner: only the pairs the first model saw
             s[i] = model.score(p.a, p.b)
             if i % 1000 == 0:
                 print(f"{path}: {i}/{len(pairs)} ({time.perf_counter() - started:.0f} s)",
@@ -48,28 +51,43 @@ def score(args: argparse.Namespace) -> None:
     np.savez(args.out, names=np.array(names), pairs=str(args.pairs), **out)
 
 
-def measure(args: argparse.Namespace) -> None:
-    z = np.load(args.scores)
-    pairs = load_pairs(str(z["pairs"]))
+def _rows(args: argparse.Namespace, pairs: list, cosine: np.ndarray, labels: np.ndarray,
+          seed: int, name: str, s: np.ndarray, trained: np.ndarray) -> None:
     index = {id(p): i for i, p in enumerate(pairs)}
-    cosine, labels = z["cosine"], z["labels"]
+    dev_p, test_p = split_pairs(pairs, seed=seed)
+    dev = np.array([index[id(p)] for p in dev_p])
+    test = np.array([index[id(p)] for p in test_p])
+    d, t = dev[~trained[dev]], test[~trained[test]]
+    pos = cosine[d][labels[d]]
+    floor = float(np.quantile(pos, 1.0 - POSITIVES_KEPT, method="lower"))
+    for rule, values in (("reranker", s), ("reranker+cos", s + args.cos_weight * cosine)):
+        v = np.where(cosine >= floor, values, -np.inf)
+        r = measured(v[d], labels[d], v[t], labels[t], args.target, args.z)
+        print(json.dumps({"seed": seed, "model": name, "rule": rule,
+                          "dev": len(d), "test": len(t), "floor": round(floor, 4),
+                          "threshold": round(r.threshold, 4),
+                          "precision": round(r.precision, 4), "recall": round(r.recall, 4),
+                          "auc": round(r.auc, 4), "best": round(r.best_recall, 4)}))
+
+
+def measure(args: argparse.Namespace) -> None:
+    files = [np.load(path) for path in args.scores]
+    pairs = load_pairs(str(files[0]["pairs"]))
+    cosine, labels = files[0]["cosine"], files[0]["labels"]
+    models = [(Path(str(name)).name, z[f"score{n}"], z[f"trained{n}"])
+              for z in files for n, name in enumerate(z["names"])]
     for seed in args.split_seeds:
-        dev_p, test_p = split_pairs(pairs, seed=seed)
-        dev = np.array([index[id(p)] for p in dev_p])
-        test = np.array([index[id(p)] for p in test_p])
-        for n, name in enumerate(z["names"]):
-            s, trained = z[f"score{n}"], z[f"trained{n}"]
-            d, t = dev[~trained[dev]], test[~trained[test]]
-            pos = cosine[d][labels[d]]
-            floor = float(np.quantile(pos, 1.0 - POSITIVES_KEPT, method="lower"))
-            for rule, values in (("reranker", s), ("reranker+cos", s + args.cos_weight * cosine)):
-                v = np.where(cosine >= floor, values, -np.inf)
-                r = measured(v[d], labels[d], v[t], labels[t], args.target, args.z)
-                print(json.dumps({"seed": seed, "model": Path(name).name, "rule": rule,
-                                  "dev": len(d), "test": len(t), "floor": round(floor, 4),
-                                  "threshold": round(r.threshold, 4),
-                                  "precision": round(r.precision, 4), "recall": round(r.recall, 4),
-                                  "auc": round(r.auc, 4), "best": round(r.best_recall, 4)}))
+        if args.cross_fit:  # each pair scored by the first model that did not see it
+            s = np.full(len(pairs), np.nan)
+            unseen = np.zeros(len(pairs), dtype=bool)
+            for _, score, trained in models:
+                take = ~unseen & ~trained
+                s[take], unseen = score[take], unseen | take
+            name = " + ".join(m[0] for m in models)
+            _rows(args, pairs, cosine, labels, seed, name, np.nan_to_num(s), ~unseen)
+        else:
+            for name, score, trained in models:
+                _rows(args, pairs, cosine, labels, seed, name, score, trained)
 
 
 def main() -> None:
@@ -79,8 +97,12 @@ def main() -> None:
     s.add_argument("--pairs", required=True)
     s.add_argument("--models", nargs="+", required=True)
     s.add_argument("--out", required=True)
+    s.add_argument("--only-seen-by", help="scores.npz of a first model: score only its "
+                   "training pairs (all a cross-fitting partner is asked about)")
     m = sub.add_parser("measure")
-    m.add_argument("--scores", required=True)
+    m.add_argument("--scores", nargs="+", required=True)
+    m.add_argument("--cross-fit", action="store_true",
+                   help="one rule: each pair scored by the first model not trained on it")
     m.add_argument("--split-seeds", type=int, nargs="+", default=[7, 8])
     m.add_argument("--target", type=float, default=0.95)
     m.add_argument("--z", type=float, default=1.645)
