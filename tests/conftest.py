@@ -1,8 +1,9 @@
 """Fixtures shared across test packages: a real PostgreSQL 16 + pgvector (``pgserver``).
 
 Property tests run without Hypothesis's per-example deadline (200 ms by default): they check
-behaviour, and one example on a loaded 2-core machine can take longer (a config property test
-failed that way with a training job beside it)."""
+behaviour, and one example on a loaded 2-core machine can take longer (a config property test,
+whose only timing-dependent part is that deadline, failed once beside a training job and
+passed on every rerun)."""
 
 from __future__ import annotations
 

