@@ -9,7 +9,7 @@ model file keeps their digests) are dropped from DEV and TEST first and counted 
 ``excluded``.  Why the cosine: the fine-tuned model gives its confident positives nearly the
 same score (its ceiling), so a threshold among them moves in large steps of recall; with
 weight 1 the cosine spreads them (the candidates' cosines differ by at most ~0.07, the
-model's logits span several units) without overruling the model.
+model's logits span several units): it reorders only pairs the model scores within ~0.07.
 
 Cross-fitting: given several models trained on disjoint parts of DEV (``train-reranker --part
 1`` and ``--part 2``), each pair is scored by the first model that did not see it, so every DEV
