@@ -17,6 +17,7 @@ from hybrid_gateway.accounting.prices import Price
 from hybrid_gateway.cache.semantic.cache import CacheBounds, SemanticCache
 from hybrid_gateway.cache.semantic.decision import DecisionRule
 from hybrid_gateway.cache.semantic.hygiene import NoiseStripper
+from hybrid_gateway.cache.semantic.settings import RerankerConfig
 from hybrid_gateway.cache.semantic.stage import RerankStep, SemanticStage, scope_of
 from hybrid_gateway.embedding.lazy import request_embedding
 from hybrid_gateway.errors import UpstreamUnavailable
@@ -236,7 +237,8 @@ async def test_the_cosine_weight_lifts_a_low_reranker_score_and_reloads() -> Non
     await pipeline.complete(chat("how do I reset my password"), hit)
     assert hit.cache is CacheOutcome.SEMANTIC and hit.similarity is not None
     assert 0.2 + hit.similarity >= 0.5
-    stage.replace_decision(stage.cache.rule, 0.5)  # a reload without the weight: score alone
+    # a reload without the weight: the score alone decides
+    stage.replace_decision(stage.cache.rule, RerankerConfig(kind="http", url="http://x/rerank"))
     miss = record()
     await pipeline.complete(chat("how do I reset my password"), miss)
     assert miss.cache is not CacheOutcome.SEMANTIC

@@ -140,9 +140,7 @@ def _build(
     if "cache.semantic" in changed and stage is not None and runtime.embedder is not None:
         cfg = new.cache.semantic
         rule = build_rule(cfg, path, runtime.embedder.namespace)
-        min_score = cfg.reranker.min_score if cfg.reranker is not None else None
-        weight = cfg.reranker.cosine_weight if cfg.reranker is not None else 0.0
-        swaps.append(partial(stage.replace_decision, rule, min_score, weight))
+        swaps.append(partial(stage.replace_decision, rule, cfg.reranker))
     if "tenants" in changed or "limits" in changed:
         if runtime.request_log is not None:
             runtime.request_log.flush()  # spend summed from the log counts every settled row

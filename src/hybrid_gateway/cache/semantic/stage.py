@@ -31,6 +31,7 @@ from hybrid_gateway.cache.semantic.cache import Namespace
 from hybrid_gateway.cache.semantic.decision import DecisionRule
 from hybrid_gateway.cache.semantic.hygiene import NoiseStripper, SemanticKey, semantic_key
 from hybrid_gateway.cache.semantic.rerank import Reranker
+from hybrid_gateway.cache.semantic.settings import RerankerConfig
 from hybrid_gateway.embedding.base import AsyncEmbedder
 from hybrid_gateway.embedding.lazy import LazyEmbedding, attach_embedding, request_embedding
 from hybrid_gateway.stores.base import StoreUnavailable
@@ -99,14 +100,13 @@ class SemanticStage:
         record.extra[_PENDING] = key
         return key
 
-    def replace_decision(
-        self, rule: DecisionRule, rerank_min_score: float | None, rerank_cosine_weight: float = 0.0
-    ) -> None:
-        """Hot reload: the next lookup is judged by ``rule`` (and the reranker's new rule)."""
+    def replace_decision(self, rule: DecisionRule, reranker: RerankerConfig | None) -> None:
+        """Hot reload: the next lookup is judged by ``rule`` and the reranker's ``min_score`` and
+        ``cosine_weight`` (its model stays: changing it needs a restart)."""
         self.cache.rule = rule
-        if self._rerank is not None and rerank_min_score is not None:
-            self._rerank = RerankStep(self._rerank.reranker, rerank_min_score,
-                                      rerank_cosine_weight)  # fmt: skip
+        if self._rerank is not None and reranker is not None:
+            self._rerank = RerankStep(self._rerank.reranker, reranker.min_score,
+                                      reranker.cosine_weight)  # fmt: skip
 
     def replace_scopes(self, shared_scopes: Mapping[str, str]) -> None:
         """Hot reload of the tenants: which tenants share a cache namespace from now on."""
