@@ -65,7 +65,7 @@ def cosine_floor(dev: ScoredPairs) -> float:
 
 def reranked(
     scored: ScoredPairs, models: Sequence[CrossEncoder], by: npt.NDArray[np.intp], floor: float,
-    label: str, cosine_weight: float = 0.0,
+    label: str, cosine_weight: float,
 ) -> Floats:  # fmt: skip
     """The rule's scores above the cosine floor (each pair by its model ``by``: score +
     ``cosine_weight`` * cosine), ``-inf`` below it."""
@@ -87,7 +87,7 @@ def evaluate_reranker(
     models: Sequence[CrossEncoder],
     target: float,
     z: float,
-    cosine_weight: float = 0.0,
+    cosine_weight: float,
 ) -> RerankerReport:
     """The reranker rule calibrated on DEV and measured on TEST (training pairs left out)."""
     dev_by, test_by = scorers(dev, models), scorers(test, models)
