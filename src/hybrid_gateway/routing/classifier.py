@@ -8,6 +8,9 @@ microseconds more for a long prompt.  "Complex" means the
 heavy model is expected to do better than the light one (see ``routing/training.py`` for the
 target), so ranking prompts by P(complex) is ranking them by what a heavy call buys.
 
+Format 3 replaces the logistic model by the outcome heads of ``routing/heads.py``: per source,
+softmax probabilities of "light better", "tie" and "heavy better", scored by the expected gain.
+
 A model is tied to the embedder it was trained with: the file records the embedder namespace
 (``model_id@version``) and ``load_model`` refuses another one, because a different model (or
 version) puts questions at different places and the weights would silently mean nothing.
@@ -25,12 +28,14 @@ import numpy as np
 import numpy.typing as npt
 
 from hybrid_gateway.routing.features import FEATURE_NAMES, text_features
+from hybrid_gateway.routing.heads import LinearHead, OutcomeHeads
 from hybrid_gateway.routing.memory import NeighbourMemory, quantise
 from hybrid_gateway.routing.ngrams import MAX_CHARS, NgramWeights
 
 FORMAT = "hybrid-gateway-router/1"  # embedding + text features (+ neighbour memory)
 FORMAT_NGRAMS = "hybrid-gateway-router/2"  # the same plus hashed character n-grams
-_FORMATS = (FORMAT, FORMAT_NGRAMS)
+FORMAT_OUTCOMES = "hybrid-gateway-router/3"  # outcome heads (+ neighbour memory)
+_FORMATS = (FORMAT, FORMAT_NGRAMS, FORMAT_OUTCOMES)
 Array = npt.NDArray[np.float32]
 
 
@@ -41,11 +46,9 @@ class RouterModelError(ValueError):
 @dataclass(frozen=True, slots=True)
 class ClassifierModel:
     namespace: str  # embedder model_id@version the weights were trained with
-    embed_weights: Array  # (dim,)
-    feature_weights: Array  # (len(FEATURE_NAMES),), on standardised features
+    head: LinearHead | OutcomeHeads  # the logit from [embedding, standardised features]
     feature_mean: Array
     feature_std: Array
-    bias: float
     # How it was trained (sources, rows, target, regularisation): shown by `router eval`.
     info: dict[str, object] = field(default_factory=dict)
     # The training questions' neighbourhood prior (routing/memory.py); None: linear only.
@@ -55,7 +58,7 @@ class ClassifierModel:
 
     @property
     def dim(self) -> int:
-        return int(self.embed_weights.shape[0])
+        return self.head.dim
 
     def p_complex(self, vector: Array, text: str) -> float:
         z = self._linear(vector[None, :], text_features(text)[None, :])
@@ -73,11 +76,8 @@ class ClassifierModel:
         return np.asarray(1.0 / (1.0 + np.exp(-z)), dtype=np.float64)
 
     def _linear(self, vectors: Array, feats: Array) -> npt.NDArray[np.float64]:
-        z = (
-            vectors.astype(np.float64) @ self.embed_weights
-            + ((feats - self.feature_mean) / self.feature_std) @ self.feature_weights
-            + self.bias
-        )
+        standardised = (feats - self.feature_mean) / self.feature_std
+        z = self.head.logit_many(vectors.astype(np.float64), standardised.astype(np.float64))
         if self.memory is not None:
             z = z + self.memory.logit_shift_many(vectors)
         return np.asarray(z, dtype=np.float64)
@@ -85,13 +85,19 @@ class ClassifierModel:
     def save(self, path: str | Path) -> None:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         meta: dict[str, object] = {"format": FORMAT, "namespace": self.namespace,
-                "features": list(FEATURE_NAMES), "bias": self.bias, "info": self.info}  # fmt: skip
-        arrays: dict[str, npt.NDArray[Any]] = {
-            "embed_weights": self.embed_weights.astype(np.float32),
-            "feature_weights": self.feature_weights.astype(np.float32),
-            "feature_mean": self.feature_mean.astype(np.float32),
-            "feature_std": self.feature_std.astype(np.float32),
-        }
+                "features": list(FEATURE_NAMES), "info": self.info}  # fmt: skip
+        arrays: dict[str, npt.NDArray[Any]]
+        head = self.head
+        if isinstance(head, LinearHead):
+            meta["bias"] = head.bias
+            arrays = {"embed_weights": head.embed_weights.astype(np.float32),
+                      "feature_weights": head.feature_weights.astype(np.float32)}  # fmt: skip
+        else:
+            meta |= {"format": FORMAT_OUTCOMES, "scale": head.scale, "shift": head.shift}
+            arrays = {"head_weights": head.weights.astype(np.float32),
+                      "head_mix": head.mix.astype(np.float32)}  # fmt: skip
+        arrays |= {"feature_mean": self.feature_mean.astype(np.float32),
+                   "feature_std": self.feature_std.astype(np.float32)}  # fmt: skip
         if self.memory is not None:
             memory = self.memory
             meta["memory"] = {"k": memory.k, "alpha": memory.alpha}
@@ -102,6 +108,8 @@ class ClassifierModel:
             }
             arrays["memory_codes"] = quantise(memory.vectors)
         if self.ngrams is not None:
+            if not isinstance(head, LinearHead):
+                raise ValueError("character n-grams extend the linear head only")
             meta["format"] = FORMAT_NGRAMS
             meta["ngrams"] = {"max_n": self.ngrams.max_n, "bits": self.ngrams.bits,
                               "max_chars": MAX_CHARS}  # fmt: skip
@@ -134,15 +142,25 @@ def load_model(path: str | Path, namespace: str | None) -> ClassifierModel:
         )
     return ClassifierModel(
         namespace=str(meta["namespace"]),
-        embed_weights=arrays["embed_weights"],
-        feature_weights=arrays["feature_weights"],
+        head=_head(path, meta, arrays),
         feature_mean=arrays["feature_mean"],
         feature_std=arrays["feature_std"],
-        bias=float(meta["bias"]),
         info=dict(meta.get("info", {})),
         memory=_memory(meta, arrays, codes),
         ngrams=_ngrams(path, meta, arrays),
     )
+
+
+def _head(
+    path: str | Path, meta: dict[str, Any], arrays: dict[str, Array]
+) -> LinearHead | OutcomeHeads:
+    try:
+        if meta["format"] == FORMAT_OUTCOMES:
+            return OutcomeHeads(arrays["head_weights"], arrays["head_mix"], float(meta["scale"]),
+                                float(meta["shift"]), len(FEATURE_NAMES))  # fmt: skip
+        return LinearHead(arrays["embed_weights"], arrays["feature_weights"], float(meta["bias"]))
+    except KeyError as exc:
+        raise RouterModelError(f"{path}: not a readable router model (no {exc})") from None
 
 
 def _ngrams(

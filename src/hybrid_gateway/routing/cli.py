@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -98,9 +99,18 @@ def add_fit_arguments(parser: argparse.ArgumentParser) -> None:
                        help="fit one model per source file and average them (ignored with "
                        "n-grams); --no-per-source: one model over all rows "
                        "(default: %(default)s)")  # fmt: skip
+    group.add_argument("--target", choices=("soft", "outcomes"), default=defaults.target,
+                       help="soft: one logistic model of 0.5 + 0.5*(strong - weak); outcomes: "
+                       "softmax models of light better / both wrong / both right / heavy better, "
+                       "scored by the expected gain (not with n-grams; "
+                       "default: %(default)s)")  # fmt: skip
 
 
 def fit_settings_of(args: argparse.Namespace) -> FitSettings:
+    if args.target == "outcomes" and args.ngram_bits > 0:
+        print("router: --target outcomes cannot be combined with --ngram-bits (the n-grams "
+              "extend the soft-target logistic model)", file=sys.stderr)  # fmt: skip
+        raise SystemExit(2)
     return FitSettings(
         l2=args.l2,
         memory_k=args.memory_k,
@@ -109,6 +119,7 @@ def fit_settings_of(args: argparse.Namespace) -> FitSettings:
         ngram_max_n=args.ngram_n,
         ngram_l2=args.ngram_l2,
         per_source=args.per_source,
+        target=args.target,
     )
 
 

@@ -57,6 +57,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    settings = fit_settings_of(args)  # refuses a bad combination before any work
     try:
         rows = load_rows([args.outcomes], columns_of(args))
     except OutcomeDataError as exc:
@@ -66,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     data = embed_rows(rows, embedder, args.embed_cache)
     if args.cv is not None:
         router = f"classifier, {args.cv}-fold cross-validation on this file"
-        scores = out_of_fold_scores(data, namespace_of(embedder), args.cv, fit_settings_of(args))
+        scores = out_of_fold_scores(data, namespace_of(embedder), args.cv, settings)
     else:
         path = args.model or default_model_path()
         try:

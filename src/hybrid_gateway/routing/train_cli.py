@@ -66,6 +66,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    settings = fit_settings_of(args)  # refuses a bad combination before any work
     if args.preset is not None:
         files = [f for f in preset_files(args.preset, args.data_dir) if f.stem not in args.exclude]
         out = args.out or (default_model_path() if args.preset == "default" else None)
@@ -84,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     embedder = bundled_embedder()
     data = embed_rows(rows, embedder, args.embed_cache)
-    model = fit(data, namespace_of(embedder), fit_settings_of(args))
+    model = fit(data, namespace_of(embedder), settings)
     model = replace(model, info=dict(model.info, files=[f.name for f in files]))
     model.save(out)
     sources = Counter(r.source for r in rows)

@@ -25,14 +25,15 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
 
 from hybrid_gateway.routing.classifier import ClassifierModel
 from hybrid_gateway.routing.features import feature_matrix
+from hybrid_gateway.routing.heads import LinearHead, OutcomeHeads, fit_outcome_head, outcome_shares
 from hybrid_gateway.routing.lbfgs import minimise
 from hybrid_gateway.routing.memory import NeighbourMemory
 from hybrid_gateway.routing.ngrams import (
@@ -93,6 +94,10 @@ class FitSettings:
     ngram_iterations: int = 200
     # One model per source, averaged (see the module docstring); ignored with n-grams.
     per_source: bool = True
+    # "soft": one logistic model of the soft target; "outcomes": softmax models of light
+    # better / both wrong / both right / heavy better, scored by the expected gain
+    # (routing/heads.py).
+    target: str = "soft"
 
 
 def score_scale(weak: F64, strong: F64) -> float:
@@ -113,6 +118,21 @@ def soft_targets(data: TrainingSet) -> F64:
         scale = score_scale(weak[mask], strong[mask])
         out[mask] = 0.5 + 0.5 * np.clip((strong[mask] - weak[mask]) / scale, -1, 1)
     return out
+
+
+def outcome_table(data: TrainingSet) -> F64:
+    """Each row's share of the four outcomes of ``routing/heads.py``, each source on its own
+    score scale (gain) and range (level)."""
+    weak, strong = data.weak, data.strong
+    gain, level = np.empty(len(data.rows)), np.empty(len(data.rows))
+    sources = np.array([r.source for r in data.rows])
+    for source in set(sources.tolist()):
+        mask = sources == source
+        w, s = weak[mask], strong[mask]
+        gain[mask] = (s - w) / score_scale(w, s)
+        low, high = float(min(w.min(), s.min())), float(max(w.max(), s.max()))
+        level[mask] = ((w + s) / 2 - low) / max(high - low, 1e-9)
+    return outcome_shares(gain, level)
 
 
 def source_weights(data: TrainingSet) -> F64:
@@ -137,32 +157,40 @@ def fit(
     targets = soft_targets(data)
     weights = source_weights(data)
     per_source = settings.per_source and settings.ngram_bits == 0
-    if per_source:
-        coef = _per_source(data, targets, weights, settings)
-    else:
-        coef = _newton(x, targets, weights, settings)
     ngrams = None
-    if settings.ngram_bits > 0:
-        if terms is None:
-            terms = term_rows(data.prompts, settings.ngram_bits, settings.ngram_max_n)
-        coef, ngrams = _fit_ngrams(x, terms, targets, weights, coef, settings)
+    dim = data.vectors.shape[1]
+    head: LinearHead | OutcomeHeads
+    if settings.target == "outcomes":
+        if settings.ngram_bits > 0:
+            raise ValueError("character n-grams need the soft target (target='soft')")
+        head = _outcome_heads(data, x, targets, weights, settings)
+    elif settings.target == "soft":
+        if per_source:
+            coef = _per_source(data, targets, weights, settings)
+        else:
+            coef = _newton(x, targets, weights, settings)
+        if settings.ngram_bits > 0:
+            if terms is None:
+                terms = term_rows(data.prompts, settings.ngram_bits, settings.ngram_max_n)
+            coef, ngrams = _fit_ngrams(x, terms, targets, weights, coef, settings)
+        head = LinearHead(coef[:dim].astype(np.float32), coef[dim:-1].astype(np.float32),
+                          float(coef[-1]))  # fmt: skip
+    else:
+        raise ValueError(f"target must be 'soft' or 'outcomes', got {settings.target!r}")
     memory = None
     if settings.memory_k > 0:
         memory = NeighbourMemory.build(
             data.vectors, targets, dim=settings.memory_dim, k=settings.memory_k,
             alpha=settings.memory_alpha,
         )  # fmt: skip
-    dim = data.vectors.shape[1]
     sources = Counter(r.source for r in data.rows)
     return ClassifierModel(
         namespace=namespace,
-        embed_weights=coef[:dim].astype(np.float32),
-        feature_weights=coef[dim:-1].astype(np.float32),
+        head=head,
         feature_mean=mean.astype(np.float32),
         feature_std=std.astype(np.float32),
-        bias=float(coef[-1]),
         info={"rows": len(data.rows), "sources": dict(sorted(sources.items())),
-              "target": "soft: 0.5 + 0.5*clip((strong-weak)/scale)", "l2": settings.l2,
+              "target": _TARGETS[settings.target], "l2": settings.l2,
               "combine": "per-source models, sqrt(rows) weights" if per_source else "pooled",
               "memory": None if memory is None else {"dim": settings.memory_dim,
                         "k": settings.memory_k, "alpha": settings.memory_alpha},
@@ -201,41 +229,101 @@ def _fit_ngrams(
     return coef[:d], ngrams
 
 
-def _per_source(data: TrainingSet, t: F64, w: F64, settings: FitSettings) -> F64:
-    """One model per source (its text features standardised on its own rows), each logit scaled
-    to unit spread over all rows, sqrt(size)-weighted; returned on ``fit``'s overall columns."""
+_TARGETS = {
+    "soft": "soft: 0.5 + 0.5*clip((strong-weak)/scale)",
+    "outcomes": "outcomes: P(heavy better) - P(light better)",
+}
+# Fits one source's model on its own design rows (mask) and returns weights whose last axis
+# runs over the design columns [embedding, features standardised on the source's rows, 1].
+SourceFit = Callable[[F64, npt.NDArray[np.bool_]], F64]
+
+
+def _source_parts(data: TrainingSet, fit_one: SourceFit) -> Iterator[tuple[F64, float]]:
+    """Each source's fitted weights, moved onto ``fit``'s overall standardisation, with the
+    square root of its rows (the weight of its vote)."""
     mean, std = data.feats.mean(axis=0), data.feats.std(axis=0) + 1e-6
     vectors = data.vectors.astype(np.float64)
-    ones = np.ones((len(t), 1))
+    ones = np.ones((len(data.rows), 1))
     sources = np.array([r.source for r in data.rows])
-    combined = np.zeros(vectors.shape[1] + len(mean) + 1)
-    total = 0.0
+    dim = vectors.shape[1]
     for name in sorted(set(sources.tolist())):
         mask = sources == name
         own_mean = data.feats[mask].mean(axis=0)
         own_std = data.feats[mask].std(axis=0) + 1e-6
-        x = np.hstack([vectors, (data.feats - own_mean) / own_std, ones])
-        coef = _newton(x[mask], t[mask], np.ones(int(mask.sum())), settings)
+        coef = fit_one(np.hstack([vectors, (data.feats - own_mean) / own_std, ones]), mask)
+        # the same function of the prompt on the overall standardisation (mean, std)
+        moved = coef.copy()
+        moved[..., dim:-1] = coef[..., dim:-1] * std / own_std
+        moved[..., -1] = coef[..., -1] + coef[..., dim:-1] @ ((mean - own_mean) / own_std)
+        yield moved, float(np.sqrt(mask.sum()))
+
+
+def _per_source(data: TrainingSet, t: F64, w: F64, settings: FitSettings) -> F64:
+    """One model per source (its text features standardised on its own rows), each logit scaled
+    to unit spread over all rows, sqrt(size)-weighted; returned on ``fit``'s overall columns."""
+    mean, std = data.feats.mean(axis=0), data.feats.std(axis=0) + 1e-6
+    ones = np.ones((len(t), 1))
+    x = np.hstack([data.vectors.astype(np.float64), (data.feats - mean) / std, ones])
+
+    def fit_one(own: F64, mask: npt.NDArray[np.bool_]) -> F64:
+        return _newton(own[mask], t[mask], np.ones(int(mask.sum())), settings)
+
+    combined = np.zeros(x.shape[1])
+    total = 0.0
+    for coef, weight in _source_parts(data, fit_one):
         spread = float((x @ coef).std())
         if spread < 1e-9:  # a source whose rows all tie: nothing to learn from it
             continue
-        # the same linear function on the overall standardisation (mean, std)
-        dim = vectors.shape[1]
-        feat = coef[dim:-1] * std / own_std
-        bias = coef[-1] + float(coef[dim:-1] @ ((mean - own_mean) / own_std))
-        weight = float(np.sqrt(mask.sum()))
-        combined += weight * np.concatenate([coef[:dim], feat, [bias]]) / spread
+        combined += weight * coef / spread
         total += weight
-    x = np.hstack([vectors, (data.feats - mean) / std, ones])
     if total == 0.0:
         return _newton(x, t, w, settings)
     combined /= total
-    # scale and shift of the averaged logit, fitted to the targets (order unchanged if scale > 0)
-    z = np.column_stack([x @ combined, ones])
-    scale, shift = _newton(z, t, w, FitSettings(l2=0.0, iterations=settings.iterations))
+    scale, shift = _scale_shift(x @ combined, t, w, settings)
     out = scale * combined
     out[-1] += shift
     return np.asarray(out, dtype=np.float64)
+
+
+def _scale_shift(z: F64, t: F64, w: F64, settings: FitSettings) -> tuple[float, float]:
+    """The logistic fit of the targets on one score: order unchanged when the scale is > 0."""
+    coef = _newton(np.column_stack([z, np.ones(len(z))]), t, w,
+                   FitSettings(l2=0.0, iterations=settings.iterations))  # fmt: skip
+    return float(coef[0]), float(coef[1])
+
+
+def _outcome_heads(
+    data: TrainingSet, x: F64, t: F64, w: F64, settings: FitSettings
+) -> OutcomeHeads:
+    """Softmax outcome models (routing/heads.py), one per source or one over all rows, each
+    gain divided by its spread over the training rows, averaged sqrt(size)-weighted."""
+    shares = outcome_table(data)
+    if settings.per_source:
+
+        def fit_one(own: F64, mask: npt.NDArray[np.bool_]) -> F64:
+            return fit_outcome_head(own[mask], shares[mask], np.ones(int(mask.sum())),
+                                    settings.l2)  # fmt: skip
+
+        parts = list(_source_parts(data, fit_one))
+    else:
+        parts = [(fit_outcome_head(x, shares, w, settings.l2), 1.0)]
+    stacked = np.stack([coef for coef, _ in parts]).astype(np.float32)
+    dim = data.vectors.shape[1]
+    features = data.feats.shape[1]
+    unmixed = OutcomeHeads(stacked, np.ones(len(parts), np.float32), 1.0, 0.0, features)
+    gains = unmixed.gain_many(x[:, :dim], x[:, dim:-1])
+    spread = gains.std(axis=0)
+    votes = spread > 1e-9  # a source whose rows all tie has nothing to say
+    if not votes.any():
+        if settings.per_source and len(parts) > 1:
+            return _outcome_heads(data, x, t, w, replace(settings, per_source=False))
+        mean_t = float(np.clip((w @ t) / w.sum(), 1e-6, 1 - 1e-6))
+        return OutcomeHeads(stacked, np.zeros(len(parts), np.float32), 0.0,
+                            float(np.log(mean_t / (1 - mean_t))), features)  # fmt: skip
+    weight = np.array([wt for _, wt in parts])
+    mix = np.where(votes, weight / np.maximum(spread, 1e-9), 0.0) / float(weight[votes].sum())
+    scale, shift = _scale_shift(gains @ mix, t, w, settings)
+    return OutcomeHeads(stacked, mix.astype(np.float32), scale, shift, features)
 
 
 def _newton(x: F64, t: F64, w: F64, settings: FitSettings) -> F64:
