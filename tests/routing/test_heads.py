@@ -10,13 +10,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from hybrid_gateway.api.schema import parse_chat_request
+from hybrid_gateway.config import parse_config
+from hybrid_gateway.routing.build import build_router
 from hybrid_gateway.routing.classifier import FORMAT_OUTCOMES, load_model
 from hybrid_gateway.routing.evaluation import router_quality
 from hybrid_gateway.routing.heads import OUTCOMES, OutcomeHeads, outcome_shares
 from hybrid_gateway.routing.outcomes import OutcomeRow
 from hybrid_gateway.routing.training import FitSettings, TrainingSet, fit, outcome_table, scores_of
-from tests.routing.fakes import WordHashEmbedder
+from hybrid_gateway.types import RequestRecord
+from tests.routing.fakes import WordHashEmbedder, with_embedding
 from tests.routing.helpers import HARD, synthetic_rows
+from tests.test_config import minimal
 
 OUT = FitSettings(target="outcomes")
 
@@ -134,3 +139,21 @@ def test_outcomes_and_ngrams_do_not_mix(tmp_path: Path) -> None:
     assert out.returncode == 2
     assert "--target outcomes cannot be combined with --ngram-bits" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+async def test_the_gateway_routes_with_an_outcome_model(tmp_path: Path) -> None:
+    embedder = WordHashEmbedder()
+    rows = synthetic_rows()
+    data = TrainingSet.build(rows, embedder.embed([r.prompt for r in rows]))
+    fit(data, embedder.namespace, OUT).save(tmp_path / "m.npz")
+    config = parse_config(minimal(routing={"classifier": {"model": "m.npz", "threshold": 0.6}}))
+    router = build_router(config, config_path=tmp_path / "gw.yaml", embedder=embedder)
+    lanes = {}
+    for text in ("prove the theorem about prime ideals in ring number 99 rigorously",
+                 "how do i install the client on laptop number 99"):  # fmt: skip
+        body = {"model": "auto", "messages": [{"role": "user", "content": text}]}
+        record = with_embedding(RequestRecord("r", 0.0), embedder, text)
+        decision = await router.route(parse_chat_request(body), record, embed=True)
+        assert decision.rule == "classifier"
+        lanes[text.split()[0]] = decision.lane
+    assert lanes == {"prove": "heavy", "how": "light"}
