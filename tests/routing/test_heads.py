@@ -17,7 +17,15 @@ from hybrid_gateway.routing.classifier import FORMAT_OUTCOMES, load_model
 from hybrid_gateway.routing.evaluation import router_quality
 from hybrid_gateway.routing.heads import OUTCOMES, OutcomeHeads, outcome_shares
 from hybrid_gateway.routing.outcomes import OutcomeRow
-from hybrid_gateway.routing.training import FitSettings, TrainingSet, fit, outcome_table, scores_of
+from hybrid_gateway.routing.training import (
+    FitSettings,
+    TrainingSet,
+    _scale_shift,
+    _scale_shift_within,
+    fit,
+    outcome_table,
+    scores_of,
+)
 from hybrid_gateway.types import RequestRecord
 from tests.routing.fakes import WordHashEmbedder, with_embedding
 from tests.routing.helpers import HARD, synthetic_rows
@@ -157,3 +165,18 @@ async def test_the_gateway_routes_with_an_outcome_model(tmp_path: Path) -> None:
         assert decision.rule == "classifier"
         lanes[text.split()[0]] = decision.lane
     assert lanes == {"prove": "heavy", "how": "light"}
+
+
+def test_the_scale_is_fitted_within_sources_so_offsets_between_them_cannot_reverse_it() -> None:
+    # Within each source a higher score means a higher target; between them the source with
+    # the higher scores has the lower targets (offsets of the averaged gains, not signal).
+    rows = [OutcomeRow(f"a {i}", 0, 0, "", "a") for i in range(20)]
+    rows += [OutcomeRow(f"b {i}", 0, 0, "", "b") for i in range(20)]
+    data = TrainingSet.build(rows, WordHashEmbedder().embed([r.prompt for r in rows]))
+    ramp = np.linspace(0.0, 1.0, 20)
+    z = np.concatenate([10 + ramp, ramp])
+    t = np.concatenate([0.2 + 0.1 * ramp, 0.7 + 0.1 * ramp])
+    w = np.ones(40)
+    assert _scale_shift(z, t, w, FitSettings())[0] < 0  # one pooled fit reads it backwards
+    scale, _ = _scale_shift_within(z, t, w, data, FitSettings())
+    assert scale > 0

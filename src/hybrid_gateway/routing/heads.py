@@ -17,9 +17,8 @@ the heavy model pays off in between.  A logistic model is monotone along every d
 features; with "both right" and "both wrong" as outcomes of their own, a softmax model can give
 "heavy better" the middle of a direction whose ends are the two kinds of tie.  On MMLU (5 folds by
 prompt, embedding + text features) the outcome model ranks better in distribution (APGR 0.627
--> 0.640); on benchmarks left out of training it ranks worse (leave-one-source-out mean 0.542
--> 0.480: where the middle of the scale lies is the training benchmark's own), so it is opt-in
-(``--target outcomes``; figures in docs/router.md).
+-> 0.640); on benchmarks left out of training it ranks as well (leave-one-source-out mean
+0.538 against 0.542, within noise).  Opt-in: ``--target outcomes``; figures in docs/router.md.
 
 Graded scores (judge scores 1-10) split a row between the outcomes: ``clip((s - w) / scale)``
 of it is "heavy better" (or "light better" when negative), the rest a tie, shared between "both
