@@ -33,7 +33,7 @@ from hybrid_gateway.embedding.lazy import LazyEmbedding, attach_embedding
 from hybrid_gateway.routing.build import build_router
 from hybrid_gateway.routing.dataset import bundled_embedder
 from hybrid_gateway.routing.router import CLASSIFIER_RULE, GatewayRouter
-from hybrid_gateway.routing.settings import ClassifierConfig
+from hybrid_gateway.routing.settings import DEFAULT_MODEL, ClassifierConfig
 from hybrid_gateway.tools.cliargs import int_at_least
 from hybrid_gateway.types import ChatRequest, RequestRecord
 
@@ -74,6 +74,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--out", type=Path, required=True, help="folder for the results")
     parser.add_argument(
+        "--model",
+        type=Path,
+        help="classifier model file for rules+classifier (default: the packaged model)",
+    )
+    parser.add_argument(
         "--decisions",
         type=int_at_least(100),
         default=20_000,
@@ -106,7 +111,7 @@ def _stats(micros: np.ndarray, rules: Sequence[str]) -> dict[str, Any]:
 
 
 async def _measure(
-    config: GatewayConfig, config_path: Path, embedder: Embedder, n: int
+    config: GatewayConfig, config_path: Path, embedder: Embedder, n: int, model: Path | None
 ) -> dict[str, Any]:
     vectors = dict(zip(QUESTIONS, embedder.embed(list(QUESTIONS)), strict=True))
     shared = _Precomputed(namespace_of(embedder), vectors)
@@ -126,11 +131,12 @@ async def _measure(
         changed = config.model_copy(update={"routing": config.routing.model_copy(update=routing)})
         return build_router(changed, config_path=config_path, embedder=shared)
 
+    classifier = ClassifierConfig(model=DEFAULT_MODEL if model is None else str(model.resolve()))
     forced_model = next((m.id for m in config.models if m.lane is not None), "auto")
     routers = {
         "forced": (variant(), requests(forced_model)),
         "rules": (variant(classifier=None, exemplars=None), requests("auto")),
-        "rules+classifier": (variant(classifier=ClassifierConfig()), requests("auto")),
+        "rules+classifier": (variant(classifier=classifier), requests("auto")),
     }
     results: dict[str, Any] = {}
     for name, (router, reqs) in routers.items():
@@ -151,12 +157,15 @@ async def _measure(
     embed_ms = (time.perf_counter() - started) * 1000 / len(QUESTIONS)
     return {"routers": results, "embedding_mean_ms": round(embed_ms, 2),
             "embedder": namespace_of(embedder), "questions": len(QUESTIONS),
+            "classifier_model": classifier.model,
             "machine": f"{platform.machine()}, python {platform.python_version()}"}  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> int:
     config = load_config(args.config)
-    report = asyncio.run(_measure(config, args.config, bundled_embedder(), args.decisions))
+    report = asyncio.run(
+        _measure(config, args.config, bundled_embedder(), args.decisions, args.model)
+    )
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "routing.json").write_text(json.dumps(report, indent=2, ensure_ascii=False))
     (args.out / "routing.md").write_text(markdown(report))
@@ -169,7 +178,8 @@ def markdown(report: dict[str, Any]) -> str:
         "# Routing decision latency",
         "",
         f"{report['questions']} questions, embedder {report['embedder']} "
-        f"(embedding computed before timing; one embedding: {report['embedding_mean_ms']} ms).",
+        f"(embedding computed before timing; one embedding: {report['embedding_mean_ms']} ms); "
+        f"classifier model: {report['classifier_model']}.",
         "",
         "| router | p50 µs | p99 µs | mean µs | p50 vs forced | decided by |",
         "|---|---|---|---|---|---|",
