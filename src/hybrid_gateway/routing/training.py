@@ -11,14 +11,14 @@ ordering APGR and the calibration curve reward.  Explicit ``simple``/``complex``
 Several sources (files) are combined per source by default (``per_source``): one model is fitted
 on each source's rows alone, each model's logit is divided by its spread over all the training
 rows, and the models are averaged with weights proportional to the square root of each source's
-size; a one-dimensional logistic fit (scale and shift) then maps the average back onto the
-target.  The result is one linear model of the same shape.  A model fitted on one benchmark can
-only learn what makes a question harder *within* that benchmark, never which benchmark a
-question comes from, and no source's direction drowns the others: on a benchmark left out of
-training this ranks better than one model fitted on all rows together (leave-one-source-out mean
-APGR 0.542 vs 0.511; see docs/router.md).  With ``per_source`` off (or with n-grams, which are
-always fitted jointly) one model is fitted on all rows, each source weighted in proportion to the
-square root of its size.
+size; a one-dimensional logistic fit (scale and shift, the scale fitted within sources) then
+maps the average back onto the target.  The result is one linear model of the same shape.  A
+model fitted on one benchmark can only learn what makes a question harder *within* that
+benchmark, never which benchmark a question comes from, and no source's direction drowns the
+others: on a benchmark left out of training this ranks better than one model fitted on all rows
+together (leave-one-source-out mean APGR 0.542 vs 0.511; see docs/router.md).  With
+``per_source`` off (or with n-grams, which are always fitted jointly) one model is fitted on
+all rows, each source weighted in proportion to the square root of its size.
 """
 
 from __future__ import annotations
@@ -279,17 +279,10 @@ def _per_source(data: TrainingSet, t: F64, w: F64, settings: FitSettings) -> F64
     if total == 0.0:
         return _newton(x, t, w, settings)
     combined /= total
-    scale, shift = _scale_shift(x @ combined, t, w, settings)
+    scale, shift = _scale_shift_within(x @ combined, t, w, data, settings)
     out = scale * combined
     out[-1] += shift
     return np.asarray(out, dtype=np.float64)
-
-
-def _scale_shift(z: F64, t: F64, w: F64, settings: FitSettings) -> tuple[float, float]:
-    """The logistic fit of the targets on one score: order unchanged when the scale is > 0."""
-    coef = _newton(np.column_stack([z, np.ones(len(z))]), t, w,
-                   FitSettings(l2=0.0, iterations=settings.iterations))  # fmt: skip
-    return float(coef[0]), float(coef[1])
 
 
 def _outcome_heads(
@@ -329,10 +322,13 @@ def _outcome_heads(
 def _scale_shift_within(
     z: F64, t: F64, w: F64, data: TrainingSet, settings: FitSettings
 ) -> tuple[float, float]:
-    """The scale fitted *within* sources (one intercept per source), the shift their weighted
-    mean.  The averaged gains of several sources' models differ between sources by offsets
-    that have nothing to do with the targets, and one pooled fit can then read the order
-    backwards (seen: a negative scale when ARC was held out, which turned APGR 0.55 into 0.44)."""
+    """The logistic map from the averaged per-source score to P(complex): the scale fitted
+    *within* sources (one intercept per source), the shift their weighted mean.  The averaged
+    scores of several sources' models differ between sources by offsets that have nothing to
+    do with the targets, so one pooled fit underrates the scale (the shipped model's P(complex)
+    spanned only 0.55-0.63 on its training rows) and can even read the order backwards (seen:
+    a negative scale for the outcome models when ARC was held out, APGR 0.56 -> 0.44).  With
+    one source this is the plain logistic fit."""
     sources = np.array([r.source for r in data.rows])
     names = sorted(set(sources.tolist()))
     dummies = np.column_stack([sources == name for name in names]).astype(np.float64)
