@@ -9,7 +9,8 @@ heavy model is expected to do better than the light one (see ``routing/training.
 target), so ranking prompts by P(complex) is ranking them by what a heavy call buys.
 
 Format 3 replaces the logistic model by the outcome heads of ``routing/heads.py``: per source,
-softmax probabilities of "light better", "tie" and "heavy better", scored by the expected gain.
+softmax probabilities of "light better", "both wrong", "both right" and "heavy better", scored
+by the expected gain (opt-in, ``router train --target outcomes``).
 
 A model is tied to the embedder it was trained with: the file records the embedder namespace
 (``model_id@version``) and ``load_model`` refuses another one, because a different model (or

@@ -8,18 +8,18 @@ Two heads, one logit each:
   right* and *heavy better*, and a softmax model per source gives their probabilities.  What a
   heavy call buys is ``P(heavy better) - P(light better)``, the expected gain; each source's
   gain is divided by its spread over the training rows, the sources are averaged (weights
-  proportional to the square root of their rows) and one scale and shift turn the average into
-  a logit.
+  proportional to the square root of their rows) and one scale and shift (the scale fitted
+  within sources) turn the average into a logit.
 
 Why outcomes rather than one logistic model of the soft target: the gain is not monotone in how
 hard a question is.  An easy question is a tie (both right), a hopeless one too (both wrong), and
 the heavy model pays off in between.  A logistic model is monotone along every direction of its
 features; with "both right" and "both wrong" as outcomes of their own, a softmax model can give
-"heavy better" the middle of a direction whose ends are the two kinds of tie.  On MMLU (5 folds by
-prompt, embedding + text features) the outcome model ranks better in distribution (APGR 0.627
--> 0.640) and on benchmarks left out of training as well (leave-one-source-out mean 0.538
-against 0.542), but worse in distribution over the five-file training mix (0.539 against
-0.569).  Opt-in: ``--target outcomes``; figures in docs/router.md.
+"heavy better" the middle of a direction whose ends are the two kinds of tie.  Measured
+(embedding + text features, APGR): better on MMLU 5-fold by prompt (0.640 against 0.627), level
+on benchmarks left out of training (leave-one-source-out mean 0.538 against 0.542), worse in
+distribution over the five-file training mix (0.539 against 0.569).  So it is opt-in
+(``--target outcomes``); figures in docs/router.md.
 
 Graded scores (judge scores 1-10) split a row between the outcomes: ``clip((s - w) / scale)``
 of it is "heavy better" (or "light better" when negative), the rest a tie, shared between "both
