@@ -181,3 +181,19 @@ def test_the_scale_is_fitted_within_sources_so_offsets_between_them_cannot_rever
     assert pooled[0] < 0  # one pooled fit reads it backwards
     scale, _ = _scale_shift_within(z, t, w, data, FitSettings())
     assert scale > 0
+
+
+@pytest.mark.parametrize("target", ["soft", "outcomes"])
+def test_one_file_per_label_still_ranks_and_separates(target: str) -> None:
+    # A file of "complex" examples and a file of "simple" ones: neither file's targets vary, so
+    # neither says anything about the scale within it (and would drive its own intercept to
+    # infinity): the scale falls back to the pooled fit.
+    embedder = WordHashEmbedder()
+    rows = [OutcomeRow(r.prompt, r.weak, r.strong, "", "complex" if r.weak == 0 else "simple")
+            for r in synthetic_rows()]  # fmt: skip
+    data = TrainingSet.build(rows, embedder.embed([r.prompt for r in rows]))
+    scores = scores_of(fit(data, embedder.namespace, FitSettings(target=target)), data)
+    hard = np.array([r.weak == 0 for r in rows])
+    assert np.isfinite(scores).all()
+    assert scores[hard].min() > scores[~hard].max()
+    assert scores[hard].mean() > scores[~hard].mean() + 0.3

@@ -327,14 +327,20 @@ def _scale_shift_within(
     scores of several sources' models differ between sources by offsets that have nothing to
     do with the targets, so one pooled fit underrates the scale (the shipped model's P(complex)
     spanned only 0.55-0.63 on its training rows) and can even read the order backwards (seen:
-    a negative scale for the outcome models when ARC was held out, APGR 0.56 -> 0.44).  With
-    one source this is the plain logistic fit."""
+    a negative scale for the outcome models when ARC was held out, APGR 0.56 -> 0.44).  A
+    source whose targets do not vary (a file of "complex" examples only) says nothing about the
+    scale and would drive its own intercept to infinity, so it is left out; with no source left,
+    this is the pooled fit.  With one source it is the plain logistic fit."""
     sources = np.array([r.source for r in data.rows])
-    names = sorted(set(sources.tolist()))
-    dummies = np.column_stack([sources == name for name in names]).astype(np.float64)
-    coef = _newton(np.column_stack([z, dummies]), t, w,
-                   FitSettings(l2=0.0, iterations=settings.iterations))  # fmt: skip
-    share = (w @ dummies) / w.sum()
+    names = [n for n in sorted(set(sources.tolist())) if np.ptp(t[sources == n]) > 1e-9]
+    plain = FitSettings(l2=0.0, iterations=settings.iterations)
+    if not names:
+        coef = _newton(np.column_stack([z, np.ones(len(z))]), t, w, plain)
+        return float(coef[0]), float(coef[1])
+    keep = np.isin(sources, names)
+    dummies = np.column_stack([sources[keep] == name for name in names]).astype(np.float64)
+    coef = _newton(np.column_stack([z[keep], dummies]), t[keep], w[keep], plain)
+    share = (w[keep] @ dummies) / w[keep].sum()
     return float(coef[0]), float(share @ coef[1:])
 
 
