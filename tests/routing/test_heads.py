@@ -25,6 +25,7 @@ from hybrid_gateway.routing.training import (
     fit,
     outcome_table,
     scores_of,
+    soft_targets,
 )
 from hybrid_gateway.types import RequestRecord
 from tests.routing.fakes import WordHashEmbedder, with_embedding
@@ -50,7 +51,7 @@ def test_outcome_table_reads_each_source_on_its_own_scale() -> None:
         OutcomeRow("e", 1.0, 9.0, "", "judge"),  # heavy far better: gain clipped at 1
     ]
     data = TrainingSet.build(rows, WordHashEmbedder().embed([r.prompt for r in rows]))
-    table = outcome_table(data)
+    table = outcome_table(data, soft_targets(data))
     assert table[:3] == pytest.approx(np.array([[0, 0, 0, 1], [0, 1, 0, 0], [0, 0, 1, 0]]))
     assert table[3] == pytest.approx([0, 0, 1, 0])
     assert table[4] == pytest.approx([0, 0, 0, 1])

@@ -120,19 +120,19 @@ def soft_targets(data: TrainingSet) -> F64:
     return out
 
 
-def outcome_table(data: TrainingSet) -> F64:
-    """Each row's share of the four outcomes of ``routing/heads.py``, each source on its own
-    score scale (gain) and range (level)."""
+def outcome_table(data: TrainingSet, targets: F64) -> F64:
+    """Each row's share of the four outcomes of ``routing/heads.py``: its gain from its soft
+    target (``soft_targets``), its level from where the two scores' mean sits in its source's
+    range."""
     weak, strong = data.weak, data.strong
-    gain, level = np.empty(len(data.rows)), np.empty(len(data.rows))
+    level = np.empty(len(data.rows))
     sources = np.array([r.source for r in data.rows])
     for source in set(sources.tolist()):
         mask = sources == source
         w, s = weak[mask], strong[mask]
-        gain[mask] = (s - w) / score_scale(w, s)
         low, high = float(min(w.min(), s.min())), float(max(w.max(), s.max()))
         level[mask] = ((w + s) / 2 - low) / max(high - low, 1e-9)
-    return outcome_shares(gain, level)
+    return outcome_shares(2.0 * targets - 1.0, level)
 
 
 def source_weights(data: TrainingSet) -> F64:
@@ -166,7 +166,7 @@ def fit(
         head = _outcome_heads(data, x, targets, weights, settings)
     elif settings.target == "soft":
         if per_source:
-            coef = _per_source(data, targets, weights, settings)
+            coef = _per_source(data, x, targets, weights, settings)
         else:
             coef = _newton(x, targets, weights, settings)
         if settings.ngram_bits > 0:
@@ -258,12 +258,10 @@ def _source_parts(data: TrainingSet, fit_one: SourceFit) -> Iterator[tuple[F64, 
         yield moved, float(np.sqrt(mask.sum()))
 
 
-def _per_source(data: TrainingSet, t: F64, w: F64, settings: FitSettings) -> F64:
+def _per_source(data: TrainingSet, x: F64, t: F64, w: F64, settings: FitSettings) -> F64:
     """One model per source (its text features standardised on its own rows), each logit scaled
-    to unit spread over all rows, sqrt(size)-weighted; returned on ``fit``'s overall columns."""
-    mean, std = data.feats.mean(axis=0), data.feats.std(axis=0) + 1e-6
-    ones = np.ones((len(t), 1))
-    x = np.hstack([data.vectors.astype(np.float64), (data.feats - mean) / std, ones])
+    to unit spread over all rows, sqrt(size)-weighted; returned on ``fit``'s overall columns
+    (``x``: the design rows on them)."""
 
     def fit_one(own: F64, mask: npt.NDArray[np.bool_]) -> F64:
         return _newton(own[mask], t[mask], np.ones(int(mask.sum())), settings)
@@ -290,7 +288,7 @@ def _outcome_heads(
 ) -> OutcomeHeads:
     """Softmax outcome models (routing/heads.py), one per source or one over all rows, each
     gain divided by its spread over the training rows, averaged sqrt(size)-weighted."""
-    shares = outcome_table(data)
+    shares = outcome_table(data, t)
     if settings.per_source:
 
         def fit_one(own: F64, mask: npt.NDArray[np.bool_]) -> F64:
