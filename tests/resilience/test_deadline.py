@@ -12,8 +12,8 @@ import pytest
 
 from hybrid_gateway.errors import UpstreamUnavailable
 from hybrid_gateway.resilience.clock import ManualClock
-from hybrid_gateway.resilience.deadline import DeadlinePolicy, DeferredRunner
-from hybrid_gateway.results.store import ResultsStore, ResultState
+from hybrid_gateway.resilience.deadline import PUBLISH_WAIT_S, DeadlinePolicy, DeferredRunner
+from hybrid_gateway.results.store import DeferredResult, ResultsStore, ResultState
 from hybrid_gateway.types import ChatRequest, ChatResult, RequestRecord, RouteDecision, Usage
 from hybrid_gateway.upstreams.sse import DONE_EVENT, frame_json
 
@@ -249,3 +249,63 @@ async def test_a_stream_that_fails_before_its_first_byte_raises_as_before() -> N
         async with runner.stream(REQUEST, rec, "k", broken):
             pass  # pragma: no cover
     assert rec.retries == 2  # what the attempt learned reaches the logged record
+
+
+class SlowMirror:
+    """A shared store whose writes complete only when the test says so."""
+
+    def __init__(self) -> None:
+        self.writes: list[tuple[ResultState, asyncio.Future[None]]] = []
+
+    def publish(self, entry: DeferredResult, ttl_s: float) -> asyncio.Future[None]:
+        written: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.writes.append((entry.state, written))
+        return written
+
+    async def fetch(self, request_id: str) -> DeferredResult | None:
+        return None
+
+
+async def settle(rounds: int = 50) -> None:
+    for _ in range(rounds):
+        await asyncio.sleep(0)
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+async def test_the_fallback_answer_waits_until_its_result_url_is_shared(streamed: bool) -> None:
+    """Another replica must find the pending entry as soon as the client has the URL."""
+    runner, clock, store, _ = setup()
+    mirror = SlowMirror()
+    store.share(mirror)
+    lanes, rec = Lanes(), record()
+
+    async def client() -> bytes:
+        if not streamed:
+            return (await runner.complete(REQUEST, rec, "k", lanes.call)).body
+        async with runner.stream(REQUEST, rec, "k", lanes.open) as events:
+            return b"".join([e async for e in events])
+
+    task = asyncio.ensure_future(client())
+    await settle()
+    await clock.advance(8.0)  # the deadline: the fallback lane answers at once ...
+    await settle()
+    [(state, written)] = mirror.writes
+    assert state is ResultState.PENDING and rec.fallback == "timeout"
+    assert not task.done()  # ... but the answer waits for the pending entry's write
+    written.set_result(None)
+    await settle()
+    assert task.done() and b"light" in task.result()
+
+
+async def test_a_shared_store_that_never_answers_delays_the_fallback_by_a_bound() -> None:
+    runner, clock, store, _ = setup()
+    store.share(SlowMirror())
+    lanes, rec = Lanes(), record()
+    task = asyncio.ensure_future(runner.complete(REQUEST, rec, "k", lanes.call))
+    await settle()
+    await clock.advance(8.0)
+    await settle()
+    assert not task.done()
+    await clock.advance(PUBLISH_WAIT_S)
+    await settle()
+    assert task.done() and orjson.loads(task.result().body) == {"answer": "light"}

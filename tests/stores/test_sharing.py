@@ -3,6 +3,8 @@ hand-driven clock: breakers, deferred results and exact-cache entries."""
 
 from __future__ import annotations
 
+import asyncio
+
 from hybrid_gateway.resilience.breaker import BreakerSettings, BreakerState, CircuitBreaker, Outcome
 from hybrid_gateway.resilience.clock import ManualClock
 from hybrid_gateway.results.store import ResultsStore, ResultState
@@ -54,13 +56,20 @@ async def test_failures_split_over_replicas_open_the_shared_breaker() -> None:
     assert (a.state, b.state) == (BreakerState.OPEN, BreakerState.OPEN)
 
 
-async def test_a_result_recorded_on_one_replica_is_read_on_the_other() -> None:
+def result_replicas(outbox: Outbox) -> tuple[ResultsStore, ResultsStore]:
+    """Two replicas' result stores mirrored into one ``MemoryStore`` through ``outbox``."""
     clock = ManualClock()
-    store, outbox = MemoryStore(clock), Outbox()
+    store = MemoryStore(clock)
     a = ResultsStore(clock, ttl_s=60, max_entries=10)
     b = ResultsStore(clock, ttl_s=60, max_entries=10)
     a.share(ResultsMirror(store, outbox, clock))
     b.share(ResultsMirror(store, outbox, clock))
+    return a, b
+
+
+async def test_a_result_recorded_on_one_replica_is_read_on_the_other() -> None:
+    outbox = Outbox()
+    a, b = result_replicas(outbox)
     a.open("req-1", "acme", "heavy")
     a.finish("req-1", b'{"object": "chat.completion"}')
     await outbox.drain(timeout_s=5)
@@ -69,6 +78,25 @@ async def test_a_result_recorded_on_one_replica_is_read_on_the_other() -> None:
     assert entry.body == b'{"object": "chat.completion"}'
     assert await b.lookup("req-1", "other-tenant") is None
     assert await b.lookup("req-unknown", "acme") is None
+
+
+async def test_an_opened_result_is_on_the_other_replica_once_its_write_completes() -> None:
+    outbox = Outbox()
+    a, b = result_replicas(outbox)
+    written = a.open("req-2", "acme", "heavy")
+    assert written is not None
+    await written  # no drain: the returned write alone is what a caller waits for
+    entry = await b.lookup("req-2", "acme")
+    assert entry is not None and entry.state is ResultState.PENDING
+    await outbox.drain(timeout_s=5)
+
+
+async def test_writes_left_when_the_outbox_stops_are_counted_and_release_their_waiters() -> None:
+    outbox, gate = Outbox(), asyncio.Event()
+    first = outbox.submit(gate.wait)  # the sender is stuck on this one
+    second = outbox.submit(gate.wait)
+    await outbox.drain(timeout_s=0.01)
+    assert first.done() and second.done() and outbox.dropped == 1  # first was cancelled
 
 
 async def test_exact_cache_entries_are_shared_and_bounded() -> None:

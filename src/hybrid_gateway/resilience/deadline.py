@@ -6,7 +6,10 @@ before the deadline, the shadow's facts are copied back and nothing else happens
 
 - the client is answered from ``fallback_lane`` at once, marked ``fallback="timeout"``, with the
   URL of the late answer (``x-gateway-result-url: /v1/gateway/results/{request_id}``); the
-  fallback answer is not cached (the better one is on its way);
+  fallback answer is not cached (the better one is on its way).  With a shared store the
+  answer waits (at most ``PUBLISH_WAIT_S``, in parallel with the fallback call, so normally not
+  at all) until the ``pending`` entry is in the store, so that every replica answers the URL
+  from the moment the client has it;
 - the slow request keeps running in the background, up to ``max_background`` of them (past that
   a request waits for its own lane instead); when it finishes, its answer is (a) stored for
   ``GET /v1/gateway/results/{request_id}``, (b) POSTed to the configured webhook, (c) written to
@@ -38,6 +41,7 @@ from hybrid_gateway.types import ChatRequest, ChatResult, RequestRecord, RouteDe
 __all__ = ["DeadlinePolicy", "DeferredListener", "DeferredRunner", "result_url"]
 
 RESULTS_PATH = "/v1/gateway/results/"
+PUBLISH_WAIT_S = 0.25  # the longest a fallback answer waits for its result URL to be shared
 
 
 def result_url(request_id: str) -> str:
@@ -153,12 +157,14 @@ class DeferredRunner:
         async def body() -> bytes:
             return (await task).body
 
-        self._adopt(body(), shadow, started)
+        shared = self._adopt(body(), shadow, started)
         self._mark(record, policy)
         try:
-            return await call(request, record, key, cache=False)
+            result = await call(request, record, key, cache=False)
         finally:
             record.fallback = "timeout"  # the dispatcher notes its own choice of channel
+        await self._shared(shared)
+        return result
 
     # -- streamed --------------------------------------------------------------------------
     @asynccontextmanager
@@ -183,11 +189,12 @@ class DeferredRunner:
         if not in_time:
             first.cancel()  # an event queued meanwhile stays queued: detach() assembles it
             feed.detach()
-            self._adopt(self._late_stream(producer, feed, shadow), shadow, started)
+            shared = self._adopt(self._late_stream(producer, feed, shadow), shadow, started)
             self._mark(record, policy)
             try:
                 async with open_stream(request, record, key, cache=False) as events:
                     record.fallback = "timeout"  # the dispatcher notes its own choice of channel
+                    await self._shared(shared)
                     yield events
             finally:
                 record.fallback = "timeout"
@@ -235,14 +242,18 @@ class DeferredRunner:
         return assembler.completion_body(shadow.usage or assembler.final_usage(0))
 
     # -- the background half ---------------------------------------------------------------
-    def _adopt(self, answer: Awaitable[bytes], shadow: RequestRecord, started: float) -> None:
+    def _adopt(
+        self, answer: Awaitable[bytes], shadow: RequestRecord, started: float
+    ) -> Awaitable[None] | None:
+        """Run the slow answer on in the background; returns the result entry's shared write."""
         route = shadow.route
         lane = route.lane if route is not None else "none"
-        self._results.open(shadow.request_id, shadow.tenant, lane)
+        shared = self._results.open(shadow.request_id, shadow.tenant, lane)
         task = asyncio.ensure_future(self._finish(answer, shadow, started, lane))
         self._background.add(task)
         task.add_done_callback(self._background.discard)
         self._count(lane, "fallback")
+        return shared
 
     async def _finish(
         self, answer: Awaitable[bytes], shadow: RequestRecord, started: float, lane: str
@@ -308,6 +319,11 @@ class DeferredRunner:
         finally:
             timer.cancel()
         return task.done()
+
+    async def _shared(self, write: Awaitable[None] | None) -> None:
+        """Wait (at most ``PUBLISH_WAIT_S``) for the pending entry to reach the shared store."""
+        if write is not None:
+            await self._in_time(asyncio.ensure_future(write), PUBLISH_WAIT_S)
 
     def _mark(self, record: RequestRecord, policy: DeadlinePolicy) -> None:
         route = record.route

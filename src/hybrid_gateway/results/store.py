@@ -10,13 +10,15 @@ it opened; expiry is checked lazily on the injected clock, so nothing runs in th
 
 With a shared store (``stores.backend: redis``) every change is also handed to a ``Mirror``
 that copies it there, and ``lookup`` falls back to the mirror for ids this replica never saw,
-so any replica answers for a request another one ran.
+so any replica answers for a request another one ran.  ``open`` returns the mirror's write so
+the caller can hold the answer that carries the result URL until other replicas can see it.
 """
 
 from __future__ import annotations
 
 import enum
 from collections import OrderedDict
+from collections.abc import Awaitable
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -45,7 +47,9 @@ class DeferredResult:
 
 
 class Mirror(Protocol):
-    def publish(self, entry: DeferredResult, ttl_s: float) -> None: ...
+    def publish(self, entry: DeferredResult, ttl_s: float) -> Awaitable[None] | None:
+        """Copy ``entry`` to the shared store; the awaitable completes once that was tried."""
+        ...
 
     async def fetch(self, request_id: str) -> DeferredResult | None: ...
 
@@ -65,13 +69,14 @@ class ResultsStore:
     def __len__(self) -> int:
         return len(self._entries)
 
-    def open(self, request_id: str, tenant: str, lane: str) -> None:
+    def open(self, request_id: str, tenant: str, lane: str) -> Awaitable[None] | None:
+        """Open a pending entry; returns the shared-store write (None without a mirror)."""
         self._expire()
         entry = DeferredResult(request_id, tenant, lane, ResultState.PENDING, self._clock.now())
         self._entries[request_id] = entry
         while len(self._entries) > self._max:
             self._entries.popitem(last=False)
-        self._publish(entry)
+        return self._publish(entry)
 
     def finish(self, request_id: str, body: bytes) -> None:
         entry = self._pending(request_id)
@@ -104,9 +109,10 @@ class ResultsStore:
             entry = shared if shared is not None and shared.tenant == tenant else None
         return entry
 
-    def _publish(self, entry: DeferredResult) -> None:
-        if self._mirror is not None:
-            self._mirror.publish(entry, entry.opened_at + self._ttl_s - self._clock.now())
+    def _publish(self, entry: DeferredResult) -> Awaitable[None] | None:
+        if self._mirror is None:
+            return None
+        return self._mirror.publish(entry, entry.opened_at + self._ttl_s - self._clock.now())
 
     def _pending(self, request_id: str) -> DeferredResult | None:
         """None when the entry expired or was evicted meanwhile: nobody can ask for it now."""

@@ -7,8 +7,9 @@ and eviction policy (``allkeys-lru`` in deploy/).  While the store is down the c
 bypassed: every lookup is a miss and nothing is stored (``cache_on_outage: bypass``).
 
 ``ResultsMirror`` copies each deferred-result entry (pending, done, failed) into the store,
-through the outbox so the request does not wait, so that ``GET /v1/gateway/results/{id}`` is
-answered by any replica.  While the store is down only the replica that ran the request can
+through the outbox, so that ``GET /v1/gateway/results/{id}`` is answered by any replica;
+``publish`` returns the write's future (the deadline runner holds the fallback answer on the
+``pending`` write, bounded, so the URL works everywhere once the client has it).  While the store is down only the replica that ran the request can
 answer it.
 
 Ages are carried as wall-clock stamps (monotonic clocks differ per process); skew between
@@ -18,7 +19,7 @@ replicas' clocks only shifts the reported age, never the expiry, which is Redis'
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict
 
 import orjson
@@ -91,13 +92,13 @@ class ResultsMirror:
         self._outbox = outbox
         self._clock = clock
 
-    def publish(self, entry: DeferredResult, ttl_s: float) -> None:
+    def publish(self, entry: DeferredResult, ttl_s: float) -> Awaitable[None] | None:
         if ttl_s <= 0:
-            return
+            return None
         header = {k: v for k, v in asdict(entry).items() if k != "body"}
         blob = _pack(header, entry.body)
         key = "result:" + entry.request_id
-        self._outbox.submit(lambda: self._store.set(key, blob, ttl_s))
+        return self._outbox.submit(lambda: self._store.set(key, blob, ttl_s))
 
     async def fetch(self, request_id: str) -> DeferredResult | None:
         try:
