@@ -1,5 +1,6 @@
 """The shared store going away: at start (a dead port) and mid-run (our own redis-server,
-killed and restarted).  Nothing raises to the caller; each function follows its policy; the
+killed and restarted).  Nothing raises to the caller but a mapped ``GatewayError`` (a replica
+asked for another one's deferred result says 503); each function follows its policy; the
 store is marked down (errors counted) and up again once Redis answers."""
 
 from __future__ import annotations
@@ -8,9 +9,11 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from hybrid_gateway.errors import Overloaded
 from hybrid_gateway.resilience.clock import ManualClock
+from hybrid_gateway.results.store import ResultsStore, ResultState
 from hybrid_gateway.stores.base import BucketSpec, StoreUnavailable
-from hybrid_gateway.stores.blobs import SharedExactCache
+from hybrid_gateway.stores.blobs import ResultsMirror, SharedExactCache
 from hybrid_gateway.stores.health import StoreHealth
 from hybrid_gateway.stores.limits import SharedRateLimiter
 from hybrid_gateway.stores.outbox import Outbox
@@ -88,6 +91,27 @@ async def test_the_exact_cache_is_bypassed(dead: RedisStore, clock: ManualClock)
     cache = SharedExactCache(dead, ttl_s=60, max_entry_bytes=1000, clock=clock)
     await cache.put("k", b"{}", Usage(1, 1))  # dropped, no error
     assert await cache.get("k") is None
+
+
+async def test_results_stay_on_their_replica_and_others_say_503_not_404(
+    dead: RedisStore, clock: ManualClock
+) -> None:
+    outbox = Outbox()
+    owner = ResultsStore(clock, ttl_s=60, max_entries=10)
+    other = ResultsStore(clock, ttl_s=60, max_entries=10)
+    for replica in (owner, other):
+        replica.share(ResultsMirror(dead, outbox, clock, retry_s=1.0))
+    written = owner.open("req-1", "acme", "heavy")
+    assert written is not None
+    await written  # tried and dropped: no error reaches the request
+    entry = await owner.lookup("req-1", "acme")
+    assert entry is not None and entry.state is ResultState.PENDING
+    with pytest.raises(Overloaded) as raised:  # the other replica cannot tell: it says so
+        await other.lookup("req-1", "acme")
+    assert raised.value.status == 503 and raised.value.code == "store_unavailable"
+    assert raised.value.retry_after_s == 1.0
+    assert outbox.dropped == 1
+    await outbox.drain(timeout_s=1)
 
 
 async def test_budget_debits_made_during_an_outage_are_sent_once_when_redis_returns(

@@ -62,8 +62,8 @@ def result_replicas(outbox: Outbox) -> tuple[ResultsStore, ResultsStore]:
     store = MemoryStore(clock)
     a = ResultsStore(clock, ttl_s=60, max_entries=10)
     b = ResultsStore(clock, ttl_s=60, max_entries=10)
-    a.share(ResultsMirror(store, outbox, clock))
-    b.share(ResultsMirror(store, outbox, clock))
+    a.share(ResultsMirror(store, outbox, clock, retry_s=1.0))
+    b.share(ResultsMirror(store, outbox, clock, retry_s=1.0))
     return a, b
 
 

@@ -7,6 +7,8 @@
          503 when the gateway shut down first)
     404  ``request_not_found``: no such id, expired, or another tenant's request (the same
          answer in all three cases, so ids cannot be probed across tenants)
+    503  ``store_unavailable`` (``Retry-After``): replicas share results through Redis, it is
+         down, and this replica did not run the request
 
 The caller is identified exactly as for chat requests (``Authorization``; the default tenant
 while auth is off).

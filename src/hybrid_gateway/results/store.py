@@ -51,7 +51,9 @@ class Mirror(Protocol):
         """Copy ``entry`` to the shared store; the awaitable completes once that was tried."""
         ...
 
-    async def fetch(self, request_id: str) -> DeferredResult | None: ...
+    async def fetch(self, request_id: str) -> DeferredResult | None:
+        """The shared entry or None; a ``GatewayError`` when the store cannot be read."""
+        ...
 
 
 class ResultsStore:

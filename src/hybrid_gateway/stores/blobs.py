@@ -9,8 +9,10 @@ bypassed: every lookup is a miss and nothing is stored (``cache_on_outage: bypas
 ``ResultsMirror`` copies each deferred-result entry (pending, done, failed) into the store,
 through the outbox, so that ``GET /v1/gateway/results/{id}`` is answered by any replica;
 ``publish`` returns the write's future (the deadline runner holds the fallback answer on the
-``pending`` write, bounded, so the URL works everywhere once the client has it).  While the store is down only the replica that ran the request can
-answer it.
+``pending`` write, bounded, so the URL works everywhere once the client has it).  While the
+store is down only the replica that ran the request can answer it; another replica answers 503
+``store_unavailable`` with ``Retry-After`` (it cannot tell, so it does not claim the id is
+unknown).
 
 Ages are carried as wall-clock stamps (monotonic clocks differ per process); skew between
 replicas' clocks only shifts the reported age, never the expiry, which is Redis's.
@@ -24,6 +26,7 @@ from dataclasses import asdict
 
 import orjson
 
+from hybrid_gateway.errors import Overloaded
 from hybrid_gateway.resilience.clock import Clock
 from hybrid_gateway.results.store import DeferredResult, ResultState
 from hybrid_gateway.stores.base import KVStore, StoreUnavailable
@@ -87,10 +90,11 @@ class SharedExactCache:
 
 
 class ResultsMirror:
-    def __init__(self, store: KVStore, outbox: Outbox, clock: Clock) -> None:
+    def __init__(self, store: KVStore, outbox: Outbox, clock: Clock, *, retry_s: float) -> None:
         self._store = store
         self._outbox = outbox
         self._clock = clock
+        self._retry_s = retry_s
 
     def publish(self, entry: DeferredResult, ttl_s: float) -> Awaitable[None] | None:
         if ttl_s <= 0:
@@ -101,10 +105,16 @@ class ResultsMirror:
         return self._outbox.submit(lambda: self._store.set(key, blob, ttl_s))
 
     async def fetch(self, request_id: str) -> DeferredResult | None:
+        """The shared entry, None when there is none; ``Overloaded`` when the store is down."""
         try:
             blob = await self._store.get("result:" + request_id)
-        except StoreUnavailable:
-            return None
+        except StoreUnavailable as exc:
+            raise Overloaded(
+                "The shared store is unreachable, so this replica cannot see results that "
+                "other replicas recorded; retry, or ask the replica that answered the request.",
+                retry_after_s=self._retry_s,
+                code="store_unavailable",
+            ) from exc
         if blob is None:
             return None
         header, body = _unpack(blob)

@@ -68,7 +68,7 @@ class SharedState:
         )  # fmt: skip
 
     def results_mirror(self) -> ResultsMirror:
-        return ResultsMirror(self.store, self.outbox, self.clock)
+        return ResultsMirror(self.store, self.outbox, self.clock, retry_s=self.health.retry_s)
 
     def start(self) -> None:
         if self._task is None:

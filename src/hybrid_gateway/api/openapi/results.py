@@ -30,7 +30,9 @@ def section() -> Section:
                     "description": "Only the tenant that made the request may read it; for any "
                     "other caller, and for unknown or expired ids, the answer is 404 "
                     "`request_not_found`. A failed slow request answers with its own error "
-                    "(`deferred_cancelled` 503 when the gateway shut down first).",
+                    "(`deferred_cancelled` 503 when the gateway shut down first). A replica "
+                    "that cannot reach the shared store answers 503 `store_unavailable` with "
+                    "`Retry-After` for ids it did not run itself.",
                     "tags": ["chat"],
                     "parameters": [request_id],
                     "responses": {
