@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -9,6 +10,7 @@ from hybrid_gateway.config import parse_config
 from hybrid_gateway.errors import ConfigError
 from hybrid_gateway.routing.build import build_router, default_model_path
 from hybrid_gateway.routing.classifier import RouterModelError, load_model
+from hybrid_gateway.routing.heads import LinearHead
 from hybrid_gateway.routing.training import TrainingSet, out_of_fold_scores, prompt_folds
 from tests.routing.fakes import WordHashEmbedder
 from tests.routing.helpers import EASY, HARD, synthetic_rows, trained_model
@@ -32,6 +34,18 @@ def test_save_load_round_trip(tmp_path: Path) -> None:
     v = embedder._one(HARD[0])
     assert loaded.p_complex(v, HARD[0]) == pytest.approx(model.p_complex(v, HARD[0]), abs=1e-6)
     assert loaded.info["rows"] == len(HARD) + len(EASY)
+
+
+def test_fits_equal_at_float32_write_the_same_bytes(tmp_path: Path) -> None:
+    """The shipped model reproduces byte for byte though embeddings computed in another batch
+    order move the float64 fit in its 12th digit: every stored number is float32."""
+    model = trained_model(WordHashEmbedder())
+    head = model.head
+    assert isinstance(head, LinearHead)
+    nudged = dataclasses.replace(model, head=dataclasses.replace(head, bias=head.bias + 1e-12))
+    model.save(tmp_path / "a.npz")
+    nudged.save(tmp_path / "b.npz")
+    assert (tmp_path / "a.npz").read_bytes() == (tmp_path / "b.npz").read_bytes()
 
 
 def test_a_model_refuses_another_embedder_version(tmp_path: Path) -> None:

@@ -90,11 +90,12 @@ class ClassifierModel:
         arrays: dict[str, npt.NDArray[Any]]
         head = self.head
         if isinstance(head, LinearHead):
-            meta["bias"] = head.bias
+            meta["bias"] = _f32(head.bias)
             arrays = {"embed_weights": head.embed_weights.astype(np.float32),
                       "feature_weights": head.feature_weights.astype(np.float32)}  # fmt: skip
         else:
-            meta |= {"format": FORMAT_OUTCOMES, "scale": head.scale, "shift": head.shift}
+            meta |= {"format": FORMAT_OUTCOMES, "scale": _f32(head.scale),
+                     "shift": _f32(head.shift)}  # fmt: skip
             arrays = {"head_weights": head.weights.astype(np.float32),
                       "head_mix": head.mix.astype(np.float32)}  # fmt: skip
         arrays |= {"feature_mean": self.feature_mean.astype(np.float32),
@@ -176,6 +177,11 @@ def _ngrams(
             "(or are missing); retrain it (`hybrid-gateway router train`)"
         )
     return NgramWeights(arrays["ngram_idf"], arrays["ngram_weights"], int(settings["max_n"]))
+
+
+def _f32(value: float) -> float:
+    """A fitted scalar at the weights' precision: fits equal to float32 write the same file."""
+    return float(np.float32(value))
 
 
 def _memory(
