@@ -305,14 +305,18 @@ def test_a_full_lane_queue_refuses_with_retry_after_and_shows_in_metrics(
                 exc.response.headers["retry-after"],
             )
 
+    depth = 'hybrid_gateway_lane_queue_depth{lane="narrow",channel="narrow"} 1.0'
+    in_flight = 'hybrid_gateway_lane_in_flight{lane="narrow",channel="narrow"} 1.0'
     with ThreadPoolExecutor(3) as pool:
         futures = [pool.submit(ask, i) for i in range(3)]
-        time.sleep(0.5)  # all three are in: one running, one waiting, one refused
-        with urllib.request.urlopen(faults.url + "/metrics", timeout=10) as response:
-            metrics = response.read().decode()
+        deadline = time.monotonic() + 1.5  # the first answer takes 2 s (m@stall=2)
+        metrics = ""
+        while not (depth in metrics and in_flight in metrics) and time.monotonic() < deadline:
+            time.sleep(0.05)  # until all three are in: one running, one waiting, one refused
+            with urllib.request.urlopen(faults.url + "/metrics", timeout=10) as response:
+                metrics = response.read().decode()
         answers = sorted(f.result() for f in futures)
-    assert 'hybrid_gateway_lane_queue_depth{lane="narrow",channel="narrow"} 1.0' in metrics
-    assert 'hybrid_gateway_lane_in_flight{lane="narrow",channel="narrow"} 1.0' in metrics
+    assert depth in metrics and in_flight in metrics
     assert [a[0] for a in answers] == [200, 200, 503]
     assert answers[2][2] == "1"
     rows = log_rows(faults, [a[1] for a in answers])
