@@ -21,7 +21,7 @@ from hybrid_gateway.routing.training import FitSettings, fit, prompt_folds, scor
 
 rows = load_rows(preset_files("default", Path("../shared/data")))
 data = embed_rows(rows, bundled_embedder(), Path("var/embeddings.sqlite3"))
-src = np.array([r.source for r in rows])
+src = data.sources
 names = sorted(set(src.tolist()))
 folds = prompt_folds(data.prompts, 5)
 oof = {}

@@ -24,7 +24,7 @@ rows = load_rows(preset_files("default", Path("../shared/data")))
 data = embed_rows(rows, bundled_embedder(), Path("var/embeddings.sqlite3"))
 V, F = data.vectors.astype(float), data.feats.astype(float)
 W, S = data.weak, data.strong
-src = np.array([r.source for r in rows])
+src = data.sources
 P = [r.prompt for r in rows]
 
 

@@ -70,6 +70,10 @@ class TrainingSet:
     def strong(self) -> F64:
         return np.array([r.strong for r in self.rows])
 
+    @property
+    def sources(self) -> npt.NDArray[np.str_]:
+        return np.array([r.source for r in self.rows])
+
     def subset(self, mask: npt.NDArray[np.bool_]) -> TrainingSet:
         rows = tuple(r for r, keep in zip(self.rows, mask, strict=True) if keep)
         return TrainingSet(rows, self.vectors[mask], self.feats[mask])
@@ -112,7 +116,7 @@ def soft_targets(data: TrainingSet) -> F64:
     """The soft label per row, each source on its own score scale (see the module docstring)."""
     weak, strong = data.weak, data.strong
     out = np.empty(len(data.rows))
-    sources = np.array([r.source for r in data.rows])
+    sources = data.sources
     for source in set(sources.tolist()):
         mask = sources == source
         scale = score_scale(weak[mask], strong[mask])
@@ -126,7 +130,7 @@ def outcome_table(data: TrainingSet, targets: F64) -> F64:
     range."""
     weak, strong = data.weak, data.strong
     level = np.empty(len(data.rows))
-    sources = np.array([r.source for r in data.rows])
+    sources = data.sources
     for source in set(sources.tolist()):
         mask = sources == source
         w, s = weak[mask], strong[mask]
@@ -244,7 +248,7 @@ def _source_parts(data: TrainingSet, fit_one: SourceFit) -> Iterator[tuple[F64, 
     mean, std = data.feats.mean(axis=0), data.feats.std(axis=0) + 1e-6
     vectors = data.vectors.astype(np.float64)
     ones = np.ones((len(data.rows), 1))
-    sources = np.array([r.source for r in data.rows])
+    sources = data.sources
     dim = vectors.shape[1]
     for name in sorted(set(sources.tolist())):
         mask = sources == name
@@ -329,7 +333,7 @@ def _scale_shift_within(
     source whose targets do not vary (a file of "complex" examples only) says nothing about the
     scale and would drive its own intercept to infinity, so it is left out; with no source left,
     this is the pooled fit.  With one source it is the plain logistic fit."""
-    sources = np.array([r.source for r in data.rows])
+    sources = data.sources
     names = [n for n in sorted(set(sources.tolist())) if np.ptp(t[sources == n]) > 1e-9]
     plain = FitSettings(l2=0.0, iterations=settings.iterations)
     if not names:
