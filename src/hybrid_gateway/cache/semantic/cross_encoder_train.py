@@ -66,7 +66,7 @@ def _module(
     def t(array: np.ndarray) -> Any:
         return torch.from_numpy(np.array(array, dtype=np.float32))
 
-    class Layer(nn.Module):  # type: ignore[misc]
+    class Layer(nn.Module):  # type: ignore[misc,unused-ignore]
         def __init__(self, w: dict[str, np.ndarray]) -> None:
             super().__init__()
             self.lin = nn.ModuleDict()
@@ -90,10 +90,12 @@ def _module(
             x = self.norm["aln"](x + self.lin["ao"](ctx.transpose(1, 2).reshape(b, n, h)))
             return self.norm["oln"](x + self.lin["fo"](fn.gelu(self.lin["fi"](x))))
 
-    class Model(nn.Module):  # type: ignore[misc]
+    class Model(nn.Module):  # type: ignore[misc,unused-ignore]
         def __init__(self) -> None:
             super().__init__()
-            self.word = nn.Embedding.from_pretrained(t(f.word_rows(list(vocab))), freeze=True)
+            words = t(f.word_rows(list(vocab)))
+            # untyped in torch's stubs; the ignore is unused where torch is not installed
+            self.word = nn.Embedding.from_pretrained(words, freeze=True)  # type: ignore[no-untyped-call,unused-ignore]
             self.position = nn.Parameter(t(weights.position))
             self.token_type = nn.Parameter(t(weights.token_type))
             self.norm = nn.LayerNorm(s.hidden, eps=s.eps)
