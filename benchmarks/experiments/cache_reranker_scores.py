@@ -3,11 +3,14 @@
     python benchmarks/experiments/cache_reranker_scores.py score --pairs F --models M1 [M2 ..] \
         --out scores.npz
     python benchmarks/experiments/cache_reranker_scores.py measure --scores scores.npz [..] \
-        --split-seeds 7 8 [--target 0.95 --z 1.645] [--cross-fit]
+        --split-seeds 7 8 [--target 0.95 --z 1.645] [--cross-fit | --ensemble] [--inner]
 
 ``measure`` reproduces `cache eval --split-seed S --reranker M` (cosine floor keeping 99 % of
 DEV's positives, Wilson-bound threshold on DEV, figures on TEST, training pairs excluded) for
 each model, from the saved scores, so several models and seeds cost one scoring pass.
+``--inner`` is the protocol of ``cache_split_files.py`` (models trained on the whole DEV half):
+the TEST half is cut by the inner seed, one part calibrates and the other is measured, then the
+other way round.  ``--ensemble``: one rule, the mean of the models' scores.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import numpy as np
 from hybrid_gateway.cache.semantic.cli import _DEFAULT_CACHE, _score
 from hybrid_gateway.cache.semantic.cross_encoder import load_cross_encoder
 from hybrid_gateway.cache.semantic.cross_encoder_eval import POSITIVES_KEPT
-from hybrid_gateway.cache.semantic.evaluate import measured
+from hybrid_gateway.cache.semantic.evaluate import INNER_SEED, measured
 from hybrid_gateway.cache.semantic.pairs import load_pairs, split_pairs
 from hybrid_gateway.embedding.settings import EmbeddingConfig
 
@@ -34,13 +37,17 @@ def score(args: argparse.Namespace) -> None:
     out: dict[str, np.ndarray] = {"cosine": scored.cosine, "labels": scored.labels}
     names = []
     wanted = np.load(args.only_seen_by)["trained0"] if args.only_seen_by else None
+    if args.test_half_of is not None:  # only the TEST half of this split seed
+        test = {id(p) for p in split_pairs(pairs, seed=args.test_half_of)[1]}
+        half = np.array([id(p) in test for p in pairs])
+        wanted = half if wanted is None else wanted & half
     for n, path in enumerate(args.models):
         model = load_cross_encoder(path)
         s = np.full(len(pairs), np.nan)
         started = time.perf_counter()
         for i, p in enumerate(pairs):
             if wanted is not None and not wanted[i]:
-                continue  # a cross-fitting partner: only the pairs the first model saw
+                continue  # not asked for (a cross-fitting partner, or --test-half-of)
             s[i] = model.score(p.a, p.b)
             if i % 1000 == 0:
                 print(f"{path}: {i}/{len(pairs)} ({time.perf_counter() - started:.0f} s)",
@@ -51,19 +58,35 @@ def score(args: argparse.Namespace) -> None:
     np.savez(args.out, names=np.array(names), pairs=str(args.pairs), **out)
 
 
-def _rows(args: argparse.Namespace, pairs: list, cosine: np.ndarray, labels: np.ndarray,
-          seed: int, name: str, s: np.ndarray, trained: np.ndarray) -> None:
+def _parts(pairs: list, seed: int, inner: bool) -> list[tuple[str, np.ndarray, np.ndarray]]:
+    """(name, calibrate rows, measure rows) of split ``seed``."""
     index = {id(p): i for i, p in enumerate(pairs)}
     dev_p, test_p = split_pairs(pairs, seed=seed)
-    dev = np.array([index[id(p)] for p in dev_p])
-    test = np.array([index[id(p)] for p in test_p])
-    d, t = dev[~trained[dev]], test[~trained[test]]
+    if not inner:
+        return [("dev/test", np.array([index[id(p)] for p in dev_p]),
+                 np.array([index[id(p)] for p in test_p]))]
+    a_p, b_p = split_pairs(test_p, seed=INNER_SEED)
+    a, b = np.array([index[id(p)] for p in a_p]), np.array([index[id(p)] for p in b_p])
+    return [("calibrate/measure", a, b), ("measure/calibrate", b, a)]
+
+
+def _rows(args: argparse.Namespace, pairs: list, cosine: np.ndarray, labels: np.ndarray,
+          seed: int, name: str, s: np.ndarray, trained: np.ndarray) -> None:
+    for part, dev, test in _parts(pairs, seed, args.inner):
+        _row(args, cosine, labels, seed, name, s, dev[~trained[dev]], test[~trained[test]],
+             part)
+
+
+def _row(args: argparse.Namespace, cosine: np.ndarray, labels: np.ndarray, seed: int,
+         name: str, s: np.ndarray, d: np.ndarray, t: np.ndarray, part: str) -> None:
+    if np.isnan(s[d]).any() or np.isnan(s[t]).any():
+        raise SystemExit(f"{name}: pairs of split {seed} ({part}) were not scored")
     pos = cosine[d][labels[d]]
     floor = float(np.quantile(pos, 1.0 - POSITIVES_KEPT, method="lower"))
     for rule, values in (("reranker", s), ("reranker+cos", s + args.cos_weight * cosine)):
         v = np.where(cosine >= floor, values, -np.inf)
         r = measured(v[d], labels[d], v[t], labels[t], args.target, args.z)
-        print(json.dumps({"seed": seed, "model": name, "rule": rule,
+        print(json.dumps({"seed": seed, "part": part, "model": name, "rule": rule,
                           "dev": len(d), "test": len(t), "floor": round(floor, 4),
                           "threshold": round(r.threshold, 4),
                           "precision": round(r.precision, 4), "recall": round(r.recall, 4),
@@ -85,6 +108,11 @@ def measure(args: argparse.Namespace) -> None:
                 s[take], unseen = score[take], unseen | take
             name = " + ".join(m[0] for m in models)
             _rows(args, pairs, cosine, labels, seed, name, np.nan_to_num(s), ~unseen)
+        elif args.ensemble:  # trained: seen by any of them
+            name = " & ".join(m[0] for m in models)
+            mean = np.mean([m[1] for m in models], axis=0)
+            _rows(args, pairs, cosine, labels, seed, name, mean,
+                  np.any([m[2] for m in models], axis=0))
         else:
             for name, score, trained in models:
                 _rows(args, pairs, cosine, labels, seed, name, score, trained)
@@ -99,10 +127,15 @@ def main() -> None:
     s.add_argument("--out", required=True)
     s.add_argument("--only-seen-by", help="scores.npz of a first model: score only its "
                    "training pairs (all a cross-fitting partner is asked about)")
+    s.add_argument("--test-half-of", type=int, metavar="SEED",
+                   help="score only the TEST half of this split seed (for measure --inner)")
     m = sub.add_parser("measure")
     m.add_argument("--scores", nargs="+", required=True)
     m.add_argument("--cross-fit", action="store_true",
                    help="one rule: each pair scored by the first model not trained on it")
+    m.add_argument("--ensemble", action="store_true", help="one rule: the models' mean score")
+    m.add_argument("--inner", action="store_true",
+                   help="calibrate and measure on the two inner parts of TEST, both ways")
     m.add_argument("--split-seeds", type=int, nargs="+", default=[7, 8])
     m.add_argument("--target", type=float, default=0.95)
     m.add_argument("--z", type=float, default=1.645)
