@@ -17,9 +17,14 @@ $(BASE): pyproject.toml | $(BIN)/python
 	touch $@
 
 # The test extras include llama-cpp-python[server], which compiles llama.cpp the first time
-# (about 6 minutes; pip caches the built wheel for the next venv).
+# (about 6 minutes; pip caches the built wheel for the next venv).  Built for AVX2, not
+# -march=native: on a host whose CPU reports AMX, a native build runs AMX instructions, and in
+# a VM that does not enable their state the first completion dies (general protection fault at
+# ldtilecfg in libggml-cpu, seen on this project's 2-core VMs).  A wheel cached from a native
+# build is reused as it is: `pip cache remove llama_cpp_python` first.
+LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
 $(FULL): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e '.[test,llama,bench,demo]'
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/python -m pip install -q -e '.[test,llama,bench,demo]'
 	touch $@ $(BASE)
 
 # wrk is the out-of-process load generator of the overhead benchmark (Debian package).
