@@ -61,12 +61,14 @@ def score(args: argparse.Namespace) -> None:
 def _parts(pairs: list, seed: int, inner: bool) -> list[tuple[str, np.ndarray, np.ndarray]]:
     """(name, calibrate rows, measure rows) of split ``seed``."""
     index = {id(p): i for i, p in enumerate(pairs)}
+
+    def rows(part: list) -> np.ndarray:
+        return np.array([index[id(p)] for p in part])
+
     dev_p, test_p = split_pairs(pairs, seed=seed)
     if not inner:
-        return [("dev/test", np.array([index[id(p)] for p in dev_p]),
-                 np.array([index[id(p)] for p in test_p]))]
-    a_p, b_p = split_pairs(test_p, seed=INNER_SEED)
-    a, b = np.array([index[id(p)] for p in a_p]), np.array([index[id(p)] for p in b_p])
+        return [("dev/test", rows(dev_p), rows(test_p))]
+    a, b = map(rows, split_pairs(test_p, seed=INNER_SEED))
     return [("calibrate/measure", a, b), ("measure/calibrate", b, a)]
 
 
@@ -79,6 +81,9 @@ def _rows(args: argparse.Namespace, pairs: list, cosine: np.ndarray, labels: np.
 
 def _row(args: argparse.Namespace, cosine: np.ndarray, labels: np.ndarray, seed: int,
          name: str, s: np.ndarray, d: np.ndarray, t: np.ndarray, part: str) -> None:
+    if not len(d) or not len(t):
+        raise SystemExit(f"{name}: split {seed} ({part}) leaves no pairs the model did not see "
+                         "(trained on the whole DEV half? use --inner)")
     if np.isnan(s[d]).any() or np.isnan(s[t]).any():
         raise SystemExit(f"{name}: pairs of split {seed} ({part}) were not scored")
     pos = cosine[d][labels[d]]
