@@ -88,7 +88,10 @@ def fault_config(light: str, heavy: str, flaky: str, hook_url: str, log: Path) -
     deadline = {"deadline_s": DEADLINE_S, "fallback_lane": "light"}
     lanes: dict[str, Any] = {
         "light": {"channel": "light-emu"},
-        "heavy": {"channel": "flaky-heavy", "backup": "heavy-emu"},
+        # each failed attempt goes to the backup at once: without retry_on_backup the backup
+        # answers only while the breaker is open, and four failures in a row (p = 0.2 ** 4 per
+        # request, about 9 % per run of 60) reach the client as a 502
+        "heavy": {"channel": "flaky-heavy", "backup": "heavy-emu", "retry_on_backup": True},
         "stalled": {"channel": "stalled", **deadline},
         "late": {"channel": "late", **deadline},
         "slow": {"channel": "slow", **deadline},
@@ -167,17 +170,22 @@ def get_result(stack: Gateway, request_id: str) -> tuple[int, dict[str, Any], di
 def test_heavy_channel_with_20_percent_errors_and_a_backup_answers_every_request(
     faults: Gateway, client: openai.OpenAI
 ) -> None:
-    def ask(_: int) -> tuple[int, str, str]:
+    def ask(_: int) -> tuple[int, str, str, str]:
         raw = client.chat.completions.with_raw_response.create(
             model="heavy", messages=question(), max_tokens=8
         )
-        return raw.status_code, raw.headers["x-request-id"], raw.headers["x-gateway-retries"]
+        headers = raw.headers
+        fallback = headers.get("x-gateway-fallback", "")
+        return raw.status_code, headers["x-request-id"], headers["x-gateway-retries"], fallback
 
     with ThreadPoolExecutor(8) as pool:
         answers = list(pool.map(ask, range(60)))
-    assert [status for status, _, _ in answers] == [200] * 60  # success rate 100 %
-    assert sum(int(retries) for _, _, retries in answers) > 0  # the faults did happen
-    rows = log_rows(faults, [rid for _, rid, _ in answers])
+    assert [status for status, *_ in answers] == [200] * 60  # success rate 100 %
+    assert sum(int(retries) for _, _, retries, _ in answers) > 0  # the faults did happen
+    # the backup answered each one that failed on the primary (or all, while a breaker is open)
+    assert {fallback for *_, fallback in answers} <= {"", "failover", "breaker"}
+    assert any(fallback for *_, fallback in answers)
+    rows = log_rows(faults, [rid for _, rid, *_ in answers])
     assert {row[0] for row in rows.values()} == {200}
 
 
