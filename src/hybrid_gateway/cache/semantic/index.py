@@ -1,11 +1,20 @@
-"""The vector index seam, and its in-process implementation: exact search with numpy.
+"""The vector index seam, and its in-process implementation: numpy, exact or sign-prefiltered.
 
 Vectors live in partitions (one per namespace and bucket, see ``hygiene.py``); a search never
 looks outside its partition, so tenants, embedder versions and conversation contexts cannot
 meet.  ``NumpyIndex`` keeps each partition as one contiguous float32 matrix and scores a query
-with one matrix-vector product: exact, no recall loss, no build step.  Measured with
-``hybrid-gateway bench semantic`` (docs/semantic-cache.md): fine up to a few 100k vectors per
-partition; an ANN library (hnswlib, faiss) would plug in behind the same four methods.
+with one matrix-vector product: exact, no build step.  That product reads every vector, so it
+grows with the partition (8-21 ms at 100k entries, 85-183 ms at 1M on the 2-core VM: more
+than the embedding every lookup pays anyway).  Past ``exact_up_to`` entries a partition also
+keeps a 1-bit signature per vector (the signs of the vector minus the partition's mean, 48 bytes
+for 384 dimensions); a search then ranks all signatures by Hamming distance, takes the
+``candidates`` nearest and scores only those exactly.  Every cosine it returns is exact, so the
+hit decision (threshold, guards, verifier) is unchanged; what it can lose is a nearest entry
+that the signatures did not rank among the candidates, which turns a hit into a miss or a
+farther candidate, never a wrong cosine.  Why the mean: e5-style embeddings share a large common
+direction (mean vector norm ~0.9), and the signs of raw vectors mostly encode it.  Measured
+with ``hybrid-gateway bench semantic`` and ``benchmarks/experiments/cache_prefilter_recall.py``
+(docs/semantic-cache.md).
 
 Not thread-safe by itself: the semantic cache calls it from its one worker thread.
 """
@@ -21,6 +30,11 @@ import numpy.typing as npt
 
 from hybrid_gateway.embedding.base import Vector
 
+__all__ = ["EXACT_UP_TO", "PREFILTER_CANDIDATES", "NumpyIndex", "VectorIndex"]
+
+EXACT_UP_TO = 50_000  # entries in one partition searched exactly; above: signatures first
+PREFILTER_CANDIDATES = 256  # rows scored exactly after the signature ranking
+
 
 class VectorIndex(Protocol):
     def add(self, partition: str, entry_id: int, vector: Vector) -> None: ...
@@ -35,24 +49,77 @@ class VectorIndex(Protocol):
     def nbytes(self) -> int: ...
 
 
+class _Signatures:
+    """Sign bits of ``vector - center``, 64 dimensions to a uint64, one row per word."""
+
+    def __init__(self, matrix: npt.NDArray[np.float32], capacity: int) -> None:
+        self.center = matrix.mean(axis=0, dtype=np.float64).astype(np.float32)
+        self._bytes = -(-matrix.shape[1] // 64) * 8  # packed bits, padded to whole words
+        self.words = np.zeros((self._bytes // 8, capacity), np.uint64)
+        for start in range(0, len(matrix), 8192):  # bounded temporaries
+            chunk = matrix[start : start + 8192]
+            self.words[:, start : start + len(chunk)] = self.of(chunk)
+
+    def of(self, vectors: npt.NDArray[np.float32]) -> npt.NDArray[np.uint64]:
+        """(words, len(vectors)) signatures."""
+        packed = np.packbits(vectors > self.center, axis=1)
+        padded = np.zeros((len(vectors), self._bytes), np.uint8)
+        padded[:, : packed.shape[1]] = packed
+        return padded.view(np.uint64).T
+
+    def resize(self, capacity: int) -> None:
+        words = np.zeros((self.words.shape[0], capacity), np.uint64)
+        keep = min(capacity, self.words.shape[1])
+        words[:, :keep] = self.words[:, :keep]
+        self.words = words
+
+    def nearest(self, vector: Vector, size: int, want: int) -> npt.NDArray[np.intp]:
+        """About ``want`` rows (at least, unless ``size`` is smaller) of least Hamming distance."""
+        query = self.of(np.asarray(vector, np.float32)[None, :])[:, 0]
+        distance = np.zeros(size, np.uint16)
+        for word, bits in zip(self.words[:, :size], query, strict=True):
+            distance += np.bitwise_count(word ^ bits)
+        # the distance at which ``want`` rows are reached, then every row up to it (ties kept,
+        # unless they are many: then ``want`` of them)
+        cutoff = int(np.searchsorted(np.cumsum(np.bincount(distance)), want))
+        rows = np.flatnonzero(distance <= cutoff)
+        if len(rows) > 4 * want:
+            rows = rows[np.argpartition(distance[rows], want)[:want]]
+        return rows
+
+
 @dataclass(slots=True)
 class _Block:
     matrix: npt.NDArray[np.float32]
     ids: npt.NDArray[np.int64]
     rows: dict[int, int] = field(default_factory=dict)  # entry id -> row
     size: int = 0
+    signatures: _Signatures | None = None  # once the block has outgrown exact search
 
 
 class NumpyIndex:
-    """Brute-force cosine (vectors are L2-normalised, so a dot product) per partition."""
+    """Cosine (vectors are L2-normalised, so a dot product) per partition."""
 
-    def __init__(self, initial_rows: int = 64) -> None:
+    def __init__(
+        self,
+        initial_rows: int = 64,
+        *,
+        exact_up_to: int = EXACT_UP_TO,
+        candidates: int = PREFILTER_CANDIDATES,
+    ) -> None:
+        if exact_up_to < 1 or candidates < 1:
+            raise ValueError("exact_up_to and candidates must be at least 1")
         self._initial = initial_rows
+        self._exact_up_to = exact_up_to
+        self._candidates = candidates
         self._blocks: dict[str, _Block] = {}
 
     @property
     def nbytes(self) -> int:
-        return sum(b.matrix.nbytes + b.ids.nbytes for b in self._blocks.values())
+        return sum(
+            b.matrix.nbytes + b.ids.nbytes + (b.signatures.words.nbytes if b.signatures else 0)
+            for b in self._blocks.values()
+        )
 
     def __len__(self) -> int:
         return sum(b.size for b in self._blocks.values())
@@ -67,17 +134,18 @@ class NumpyIndex:
                 np.empty((self._initial, len(vector)), np.float32),
                 np.empty(self._initial, np.int64),
             )
-        if entry_id in block.rows:
-            block.matrix[block.rows[entry_id]] = vector
-            return
-        if block.size == len(block.ids):
-            grown = max(self._initial, len(block.ids) * 2)
-            block.matrix = np.resize(block.matrix, (grown, block.matrix.shape[1]))
-            block.ids = np.resize(block.ids, grown)
-        block.matrix[block.size] = vector
-        block.ids[block.size] = entry_id
-        block.rows[entry_id] = block.size
-        block.size += 1
+        row = block.rows.get(entry_id)
+        if row is None:
+            if block.size == len(block.ids):
+                self._resize(block, max(self._initial, len(block.ids) * 2))
+            row = block.rows[entry_id] = block.size
+            block.ids[row] = entry_id
+            block.size += 1
+        block.matrix[row] = vector
+        if block.signatures is not None:
+            block.signatures.words[:, row] = block.signatures.of(block.matrix[row : row + 1])[:, 0]
+        elif block.size > self._exact_up_to:
+            block.signatures = _Signatures(block.matrix[: block.size], len(block.ids))
 
     def remove(self, partition: str, entry_id: int) -> None:
         block = self._blocks.get(partition)
@@ -90,22 +158,38 @@ class NumpyIndex:
             block.matrix[row] = block.matrix[last]
             block.ids[row] = moved
             block.rows[moved] = row
+            if block.signatures is not None:
+                block.signatures.words[:, row] = block.signatures.words[:, last]
         block.size = last
         if block.size == 0:
             del self._blocks[partition]
         elif block.size * 4 < len(block.ids) and len(block.ids) > self._initial:
-            keep = max(self._initial, len(block.ids) // 2)  # give memory back after evictions
-            block.matrix = block.matrix[:keep].copy()
-            block.ids = block.ids[:keep].copy()
+            self._resize(block, max(self._initial, len(block.ids) // 2))  # give memory back
+
+    @staticmethod
+    def _resize(block: _Block, rows: int) -> None:
+        if rows > len(block.ids):
+            block.matrix = np.resize(block.matrix, (rows, block.matrix.shape[1]))
+            block.ids = np.resize(block.ids, rows)
+        else:
+            block.matrix = block.matrix[:rows].copy()
+            block.ids = block.ids[:rows].copy()
+        if block.signatures is not None:
+            block.signatures.resize(rows)
 
     def search(self, partition: str, vector: Vector, k: int) -> list[tuple[int, float]]:
         block = self._blocks.get(partition)
         if block is None or block.size == 0:
             return []
-        scores = block.matrix[: block.size] @ vector
-        if k >= block.size:
+        if block.signatures is not None and block.size > self._exact_up_to:
+            rows = block.signatures.nearest(vector, block.size, max(k, self._candidates))
+            scores = block.matrix[rows] @ vector
+        else:
+            rows = np.arange(block.size)
+            scores = block.matrix[: block.size] @ vector
+        if k >= len(scores):
             top = np.argsort(-scores)
         else:
             top = np.argpartition(-scores, k)[:k]
             top = top[np.argsort(-scores[top])]
-        return [(int(block.ids[i]), float(scores[i])) for i in top]
+        return [(int(block.ids[rows[i]]), float(scores[i])) for i in top]
