@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from hybrid_gateway.cache.semantic.index import EXACT_UP_TO, PREFILTER_CANDIDATES
+from hybrid_gateway.cache.semantic.index import EXACT_UP_TO, PREFILTER_CANDIDATES, NumpyIndex
 from hybrid_gateway.tools.cliargs import concurrency_list, int_at_least
 
 DIM = 384
@@ -88,9 +88,7 @@ def _near(rng: np.random.Generator, rows: np.ndarray, cosine: float) -> np.ndarr
     return near
 
 
-def _built(vectors: np.ndarray, **settings: int) -> tuple[Any, float]:
-    from hybrid_gateway.cache.semantic.index import NumpyIndex
-
+def _built(vectors: np.ndarray, **settings: int) -> tuple[NumpyIndex, float]:
     index = NumpyIndex(**settings)
     started = time.perf_counter()
     for i in range(len(vectors)):
@@ -98,7 +96,7 @@ def _built(vectors: np.ndarray, **settings: int) -> tuple[Any, float]:
     return index, time.perf_counter() - started
 
 
-def _search_times(index: Any, probes: np.ndarray) -> list[float]:
+def _search_times(index: NumpyIndex, probes: np.ndarray) -> list[float]:
     samples = []
     for q in probes:
         t = time.perf_counter()

@@ -183,13 +183,12 @@ class NumpyIndex:
             return []
         if block.signatures is not None and block.size > self._exact_up_to:
             rows = block.signatures.nearest(vector, block.size, max(k, self._candidates))
-            scores = block.matrix[rows] @ vector
+            ids, scores = block.ids[rows], block.matrix[rows] @ vector
         else:
-            rows = np.arange(block.size)
-            scores = block.matrix[: block.size] @ vector
+            ids, scores = block.ids[: block.size], block.matrix[: block.size] @ vector
         if k >= len(scores):
             top = np.argsort(-scores)
         else:
             top = np.argpartition(-scores, k)[:k]
             top = top[np.argsort(-scores[top])]
-        return [(int(block.ids[rows[i]]), float(scores[i])) for i in top]
+        return [(int(ids[i]), float(scores[i])) for i in top]
