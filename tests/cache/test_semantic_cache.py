@@ -154,6 +154,34 @@ async def test_eviction_keeps_memory_under_the_bound_lru_first() -> None:
     await cache.aclose()
 
 
+async def test_an_expired_nearest_entry_does_not_hide_a_live_one() -> None:
+    clock = ManualClock()
+    cache = make(clock, ttl_s=60)
+    await put(cache, "how do I reset my password", b"old")
+    await clock.advance(50)
+    await put(cache, "how do I reset my password now", b"new")
+    await clock.advance(11)  # the exact match expired, the paraphrase has 49 s left
+    found = await cache.lookup(NS, "b", "how do I reset my password",
+                               hashed_vector("how do I reset my password"))  # fmt: skip
+    assert found.hit and found.entry is not None and found.entry.body == b"new"
+    assert cache.entries == 1
+    await cache.aclose()
+
+
+async def test_a_longer_correction_evicts_others_not_itself() -> None:
+    body = b"x" * 1000
+    one = len(body) + 64 * 4 + 200 + len("question 00")
+    cache = make(max_bytes=3 * one + 10)
+    ids = [await put(cache, f"question {i:02d}", body) for i in range(3)]
+    assert await cache.correct(ids[0], b"y" * 1500)  # the oldest entry, now 500 bytes longer
+    assert cache.size_bytes <= 3 * one + 10
+    assert await cache.get(ids[1]) is None  # the least recently used other entry went
+    fixed = await cache.get(ids[0])
+    assert fixed is not None and fixed.body == b"y" * 1500
+    assert await cache.get(ids[2]) is not None
+    await cache.aclose()
+
+
 async def test_entry_bound(backend: Factory) -> None:
     cache = await backend(max_entries=3)
     for i in range(10):

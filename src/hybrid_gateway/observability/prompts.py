@@ -22,7 +22,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from hybrid_gateway.cache.semantic.hygiene import DEFAULT_NOISE
+from hybrid_gateway.cache.semantic.hygiene import DEFAULT_NOISE, TIMESTAMP_NOISE
 from hybrid_gateway.routing.rules import message_text
 from hybrid_gateway.types import RequestRecord
 
@@ -37,7 +37,7 @@ _EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 _PHONE = re.compile(r"(?<![\w+])\+?\(?\d[\d\s().-]{5,}\d(?!\w)")
 _DATE = re.compile(r"\d{4}[-/.]\d{1,2}[-/.]\d{1,2}|\d{1,2}[-/.]\d{1,2}[-/.]\d{4}")
 _DIGITS = re.compile(r"\d{6,}")  # what is left: account, card and order numbers
-_NOISE = tuple(re.compile(p, re.IGNORECASE) for p in DEFAULT_NOISE)
+_NOISE = tuple(re.compile(p, re.IGNORECASE) for p in (*TIMESTAMP_NOISE, *DEFAULT_NOISE))
 
 
 def _phone(match: re.Match[str]) -> str:

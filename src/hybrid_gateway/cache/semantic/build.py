@@ -119,7 +119,9 @@ def build_semantic_stage(
     return SemanticStage(
         cache,
         embedder,
-        stripper=NoiseStripper((*DEFAULT_NOISE, *cfg.noise_patterns), cfg.user_names),
+        stripper=NoiseStripper(
+            (*DEFAULT_NOISE, *cfg.noise_patterns), cfg.user_names, cfg.strip_timestamps
+        ),
         shared_scopes=shared_scopes(config),
         uncacheable=cfg.uncacheable_patterns,
         rerank=rerank,

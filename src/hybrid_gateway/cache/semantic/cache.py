@@ -35,6 +35,7 @@ from hybrid_gateway.types import Usage
 
 T = TypeVar("T")
 _ENTRY_OVERHEAD = 200  # bytes of bookkeeping per entry (dict slots, ids, the LRU link)
+_EXPIRED_PER_LOOKUP = 8  # expired nearest entries one lookup removes before it gives up
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,15 +202,18 @@ class SemanticCache:
     def _lookup(
         self, namespace: Namespace, bucket: str, question: str, vector: Vector
     ) -> SemanticLookup:
-        found = self._index.search(namespace.partition(bucket), vector, 1)
-        if not found:
-            return SemanticLookup(None, None)
-        entry_id, similarity = found[0]
-        entry = self._entries[entry_id]
         now = self.wall_now()
-        if now - entry.created_at > self._bounds.ttl_s:
+        for _ in range(_EXPIRED_PER_LOOKUP):  # an expired nearest entry must not hide the next
+            found = self._index.search(namespace.partition(bucket), vector, 1)
+            if not found:
+                return SemanticLookup(None, None)
+            entry_id, similarity = found[0]
+            entry = self._entries[entry_id]
+            if now - entry.created_at <= self._bounds.ttl_s:
+                break
             self._invalidate([entry_id])
-            return SemanticLookup(None, None)
+        else:
+            return SemanticLookup(None, None)  # the rest waits for the next lookups
         verdict = self.rule.judge(question, entry.question, similarity, (vector, entry.vector))
         if verdict.hit:
             self._entries.move_to_end(entry_id)
@@ -242,13 +246,24 @@ class SemanticCache:
         self._index.add(namespace.partition(bucket), entry.id, vector)
         if self._store is not None:
             self._store.put(entry)
+        self._evict(keep=entry.id)
+        return entry.id
+
+    def _evict(self, keep: int) -> None:
+        """Least recently used out until the bounds hold again (never ``keep``)."""
         evicted: list[int] = []
-        while len(self._entries) > self._bounds.max_entries or self._bytes > self._bounds.max_bytes:
-            evicted.append(next(iter(self._entries)))
-            self._forget(evicted[-1])
+        bounds = self._bounds
+        while len(self._entries) > 1 and (
+            len(self._entries) > bounds.max_entries or self._bytes > bounds.max_bytes
+        ):
+            oldest = next(iter(self._entries))
+            if oldest == keep:  # (a corrected entry counts as just used)
+                self._entries.move_to_end(keep)
+                continue
+            evicted.append(oldest)
+            self._forget(oldest)
         if evicted and self._store is not None:
             self._store.delete(evicted)
-        return entry.id
 
     def _forget(self, entry_id: int) -> StoredEntry | None:
         entry = self._entries.pop(entry_id, None)
@@ -281,6 +296,7 @@ class SemanticCache:
         self._entries[entry_id] = fixed
         if self._store is not None:
             self._store.replace_body(entry_id, body)
+        self._evict(keep=entry_id)  # a longer answer may take the cache over its byte bound
         return True
 
     def _find(

@@ -14,8 +14,13 @@ so "how old is she?" after two different conversations lands in two buckets and 
 collides, and a request at temperature 0.2 never receives an answer made at 1.0.
 
 Noise is what clients inject that says nothing about the question: UUIDs, long hex ids,
-request ids, timestamps with a time of day, and operator-listed user names ("Hi, I'm Alice").
-Bare dates stay: "is the office open on 2025-05-01" is a different question from another day.
+request ids and operator-listed user names ("Hi, I'm Alice"), everywhere; clock readings
+(timestamps with a time of day, epoch seconds) only from system and developer messages, where
+clients inject "now" (configurable: ``strip_timestamps``).  Numbers, dates and times in the
+user's own words stay: "convert 1700000000 to a date" or "is the office open on 2025-05-01"
+is a different question with another number.  Attachments (images, files, audio) are never
+embedded; they go into the bucket as sent, so the same words about another picture or
+document never meet.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ import hashlib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 
@@ -35,10 +40,19 @@ from hybrid_gateway.types import ChatRequest
 DEFAULT_NOISE: tuple[str, ...] = (
     # UUIDs
     r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b",
-    # prefixed ids: req_..., msg-..., user_... (letters + separator + 6+ id characters)
-    r"\b(?:req|msg|user|session|sess|trace|chatcmpl|conv|uid|id)[_-][A-Za-z0-9]{6,}\b",
-    # long hex tokens (hashes, object ids)
-    r"\b(?=[0-9a-fA-F]*\d)[0-9a-fA-F]{16,}\b",
+    # prefixed ids: req_..., msg-..., user_8f3k2j (a prefix, a separator and 6+ id characters,
+    # one of them a digit: "user-friendly" is a word)
+    r"\b(?:req|msg|user|session|sess|trace|chatcmpl|conv|uid|id)[_-]"
+    r"(?=[A-Za-z]*\d)[A-Za-z0-9]{6,}\b",
+    # long hex tokens (hashes, object ids) with a letter and a digit: a run of 16+ decimal
+    # digits is a card, account or plain number, and may be the question
+    r"\b(?=[0-9a-fA-F]*\d)(?=\d*[a-fA-F])[0-9a-fA-F]{16,}\b",
+)
+# Clock readings: where a client injects them (the system prompt: "Now: 2025-03-01 10:22:33")
+# they split every conversation into its own bucket; in a question ("what weekday was
+# 2024-03-01 09:00?", "convert 1700000000 to a date") they are the question.  Stripped from
+# system and developer messages by default (``strip_timestamps: system``), not from user turns.
+TIMESTAMP_NOISE: tuple[str, ...] = (
     # timestamps with a time of day (ISO 8601 and the common log forms)
     r"\b\d{4}[-/]\d{1,2}[-/]\d{1,2}"
     r"(?:[T ]\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)\b",
@@ -46,6 +60,8 @@ DEFAULT_NOISE: tuple[str, ...] = (
     # Unix epoch seconds / milliseconds (10 or 13 digits)
     r"\b1\d{9}(?:\d{3})?\b",
 )
+TimestampScope = Literal["none", "system", "all"]
+_SYSTEM_ROLES = frozenset({"system", "developer"})
 _SPACE = re.compile(r"\s+")
 
 
@@ -56,15 +72,30 @@ class SemanticKey:
 
 
 class NoiseStripper:
-    """Removes configured noise; names are matched as whole words, case-insensitively."""
+    """Removes configured noise; names are matched as whole words, case-insensitively.
 
-    def __init__(self, patterns: Sequence[str] = DEFAULT_NOISE, user_names: Sequence[str] = ()):
+    ``patterns`` and ``user_names`` go everywhere; the clock readings of ``TIMESTAMP_NOISE``
+    only from system/developer messages (``timestamps="system"``), everywhere, or nowhere.
+    """
+
+    def __init__(
+        self,
+        patterns: Sequence[str] = DEFAULT_NOISE,
+        user_names: Sequence[str] = (),
+        timestamps: TimestampScope = "system",
+    ) -> None:
         self._noise = [re.compile(p, re.IGNORECASE) for p in patterns]
         if user_names:
             names = "|".join(re.escape(n) for n in sorted(user_names, key=len, reverse=True))
             self._noise.append(re.compile(rf"(?<!\w)(?:{names})(?!\w)", re.IGNORECASE))
+        self._clock = [re.compile(p, re.IGNORECASE) for p in TIMESTAMP_NOISE]
+        self._timestamps = timestamps
 
-    def strip(self, text: str) -> str:
+    def strip(self, text: str, *, system: bool = False) -> str:
+        """``text`` without noise; ``system``: it is a system or developer message."""
+        if self._timestamps == "all" or (system and self._timestamps == "system"):
+            for pattern in self._clock:  # before the ids: a date is not a hex token
+                text = pattern.sub(" ", text)
         for pattern in self._noise:
             text = pattern.sub(" ", text)
         return _SPACE.sub(" ", text).strip()
@@ -78,7 +109,14 @@ def semantic_key(request: ChatRequest, stripper: NoiseStripper) -> SemanticKey |
     question = stripper.strip(message_text(messages[-1].get("content")))
     if not question:
         return None
-    context = [_clean(m, stripper) for m in messages[:-1]]
+    calls = _CallIds()
+    context = [_clean(m, stripper, calls) for m in messages[:-1]]
+    # what the question carries besides its text (images, files, audio) shapes the answer:
+    # "summarize the attached document" with another document is another question
+    # (appended only when present: the buckets of plain text stay what they were)
+    attached = _attachments(messages[-1].get("content"))
+    if attached:
+        context.append(["attached", attached])
     params = {k: v for k, v in request.body.items() if k in ANSWER_PARAMS}
     # request_key canonicalises the params (defaults dropped, 1 == 1.0) the same way the exact
     # cache does; the context joins as a system-role message list it never sees otherwise.
@@ -92,13 +130,45 @@ def semantic_key(request: ChatRequest, stripper: NoiseStripper) -> SemanticKey |
     return SemanticKey(question=question, bucket=request_key(shaped, "semantic"))
 
 
-def _clean(message: Mapping[str, Any], stripper: NoiseStripper) -> list[Any]:
-    return [
-        message.get("role"),
-        stripper.strip(message_text(message.get("content"))),
-        message.get("tool_calls"),
-        message.get("tool_call_id"),
+class _CallIds:
+    """Tool-call ids are random per call: the context keeps their order of first appearance,
+    so the same tool exchange in two conversations fingerprints alike."""
+
+    def __init__(self) -> None:
+        self._seen: dict[str, int] = {}
+
+    def __call__(self, call_id: object) -> object:
+        if not isinstance(call_id, str):
+            return call_id
+        return f"call-{self._seen.setdefault(call_id, len(self._seen))}"
+
+
+def _clean(message: Mapping[str, Any], stripper: NoiseStripper, calls: _CallIds) -> list[Any]:
+    role = message.get("role")
+    content = message.get("content")
+    tool_calls = message.get("tool_calls")
+    if isinstance(tool_calls, list):
+        tool_calls = [
+            {**call, "id": calls(call.get("id"))} if isinstance(call, dict) else call
+            for call in tool_calls
+        ]
+    cleaned = [
+        role,
+        stripper.strip(message_text(content), system=role in _SYSTEM_ROLES),
+        tool_calls,
+        calls(message.get("tool_call_id")),
     ]
+    # more only when present, so the buckets of plain text turns stay what they were
+    extra = {"attached": _attachments(content), "name": message.get("name"),
+             "function_call": message.get("function_call")}  # fmt: skip
+    return cleaned + [[k, v] for k, v in extra.items() if v]
+
+
+def _attachments(content: Any) -> list[Any]:
+    """The non-text parts of a message's content (images, files, audio), as sent."""
+    if not isinstance(content, list):
+        return []
+    return [part for part in content if not (isinstance(part, dict) and part.get("type") == "text")]
 
 
 def _digest(value: object) -> str:

@@ -69,9 +69,13 @@ class SemanticCacheConfig(Strict):
     verifier_threshold: Fraction | None = None
     reranker: RerankerConfig | None = None
     # Noise stripped before embedding and from the context fingerprint, on top of the
-    # built-in ids/UUIDs/timestamps: regular expressions, and user names (whole words).
+    # built-in ids/UUIDs/hex tokens: regular expressions, and user names (whole words).
     noise_patterns: tuple[str, ...] = ()
     user_names: tuple[str, ...] = ()
+    # Clock readings (timestamps with a time of day, epoch seconds): stripped from system and
+    # developer messages, where clients inject "now" ("system"), from every message ("all"),
+    # or kept ("none").  In a user's own words they are usually the question.
+    strip_timestamps: Literal["none", "system", "all"] = "system"
     # Questions matching any of these (case-insensitive) are never looked up nor stored: the
     # operator's way to mark answers uncacheable (account balances, anything personal).
     uncacheable_patterns: tuple[str, ...] = ()
