@@ -2,9 +2,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
 import pytest
 
-from hybrid_gateway.api.schema import parse_body, parse_chat_request
+from hybrid_gateway.api.schema import MAX_DEPTH, parse_body, parse_chat_request
 from hybrid_gateway.errors import InvalidRequest
 
 USER = [{"role": "user", "content": "hi"}]
@@ -86,3 +87,21 @@ def test_null_optional_parameters_are_accepted() -> None:
     chat = parse_chat_request({"model": "auto", "messages": USER, "temperature": None,
                                "stop": None, "stream_options": None})  # fmt: skip
     assert not chat.stream
+
+
+def test_nesting_is_limited_at_max_depth_levels() -> None:
+    def body(levels: int) -> bytes:
+        value: Any = 1
+        for _ in range(levels - 1):  # the body is one level, response_format the next
+            value = {"a": value}
+        return orjson.dumps({"model": "auto", "messages": USER, "response_format": value})
+
+    assert parse_body(body(MAX_DEPTH))["model"] == "auto"
+    with pytest.raises(InvalidRequest) as info:
+        parse_body(body(MAX_DEPTH + 1))
+    assert (info.value.param, info.value.code, info.value.status) == (
+        "response_format", "invalid_value", 400,
+    )  # fmt: skip
+    empty_array = body(MAX_DEPTH).replace(b'"a":1', b'"a":[]')  # one more level all the same
+    with pytest.raises(InvalidRequest):
+        parse_body(empty_array)

@@ -63,6 +63,7 @@ def test_paraphrase_is_a_semantic_hit_with_its_similarity(semantic_stack: Gatewa
     ask(semantic_stack.base_url, "信用卡额度5000怎么提升")
     trap, _ = ask(semantic_stack.base_url, "信用卡额度50000怎么提升")
     assert trap["x-gateway-cache"] == "miss"
+    assert "!" in trap["x-gateway-cache-checks"]  # why not: the check the candidate failed
 
 
 def test_other_params_do_not_share_an_entry(semantic_stack: Gateway) -> None:

@@ -4,6 +4,7 @@ from typing import Any
 
 from hybrid_gateway.api.schema import parse_chat_request
 from hybrid_gateway.pipeline.key import request_key
+from hybrid_gateway.types import ChatRequest
 
 
 def key(namespace: str = "t1", **body: Any) -> str:
@@ -62,3 +63,25 @@ def test_answer_changing_inputs_change_the_key() -> None:
 def test_key_shape() -> None:
     k = key()
     assert len(k) == 32 and int(k, 16) >= 0
+
+
+def nested(depth: int, leaf: Any = "x") -> Any:
+    value = leaf
+    for _ in range(depth):
+        value = {"type": "object", "properties": {"p": value}}
+    return value
+
+
+def test_a_request_nested_past_orjsons_limit_still_gets_a_key() -> None:
+    """The API refuses such bodies; a request built elsewhere must not raise all the same."""
+    messages = [{"role": "user", "content": "What is RAG?"}]
+
+    def deep(leaf: Any, **extra: Any) -> str:
+        schema = {"type": "json_schema", "json_schema": {"schema": nested(200, leaf)}}
+        body = {"model": "auto", "messages": messages, "response_format": schema, **extra}
+        return request_key(ChatRequest("auto", messages, False, False, body), "t1")
+
+    first = deep("x")
+    assert len(first) == 32 and int(first, 16) >= 0
+    assert deep("x") == first == deep("x", user="alice")
+    assert len({first, deep("y"), deep(["x"]), deep({"x": 1}), deep("x", temperature=0.2)}) == 5

@@ -3,8 +3,9 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
+import pytest
 
-from hybrid_gateway.pipeline.streaming import StreamAssembler, replay_as_stream
+from hybrid_gateway.pipeline.streaming import StreamAssembler, replay_as_stream, replayable_choice
 from hybrid_gateway.types import Usage
 
 
@@ -73,3 +74,81 @@ def test_replay_as_stream() -> None:
     assert "".join(c["choices"][0]["delta"].get("content", "") for c in decoded[:-1]) == "Hi"
     assert decoded[-1]["usage"]["total_tokens"] == 2
     assert len(replay_as_stream(body, include_usage=False)) == len(events) - 1
+
+
+def choices(*items: dict[str, Any]) -> bytes:
+    return orjson.dumps({"id": "c1", "object": "chat.completion.chunk", "choices": list(items)})
+
+
+def test_every_choice_must_finish() -> None:
+    """n=2: choice 1 still open at [DONE] would be stored half written, finish_reason null."""
+    open_one = StreamAssembler(include_usage=False)
+    feed_all(open_one, [
+        choices({"index": 0, "delta": {"content": "A"}}, {"index": 1, "delta": {"content": "B"}}),
+        choices({"index": 0, "delta": {}, "finish_reason": "stop"}), b"[DONE]"])  # fmt: skip
+    assert not open_one.cacheable
+    both = StreamAssembler(include_usage=False)
+    feed_all(both, [
+        choices({"index": 0, "delta": {"content": "A"}}, {"index": 1, "delta": {"content": "B"}}),
+        choices({"index": 0, "delta": {}, "finish_reason": "stop"},
+                {"index": 1, "delta": {}, "finish_reason": "length"}), b"[DONE]"])  # fmt: skip
+    assert both.cacheable
+    body = orjson.loads(both.completion_body(Usage(1, 2)))
+    assert [c["finish_reason"] for c in body["choices"]] == ["stop", "length"]
+
+
+@pytest.mark.parametrize(
+    "delta",
+    [{"refusal": "I can't help with that."}, {"audio": {"id": "a", "data": "UklGR"}},
+     {"reasoning_content": "First, ..."}, {"reasoning": "First, ..."},
+     {"function_call": {"name": "f"}}, {"content": [{"type": "text", "text": "x"}]}],
+    ids=["refusal", "audio", "reasoning_content", "reasoning", "function_call", "content-list"],
+)  # fmt: skip
+def test_a_delta_the_replay_would_drop_is_not_cacheable(delta: dict[str, Any]) -> None:
+    a = StreamAssembler(include_usage=False)
+    out = feed_all(a, [chunk({"role": "assistant", "content": ""}), chunk(delta),
+                       chunk({}, "stop"), b"[DONE]"])  # fmt: skip
+    assert out[1] == b"data: " + chunk(delta) + b"\n\n"  # relayed all the same
+    assert not a.cacheable
+
+
+def test_empty_extra_fields_and_logprobs_in_a_stream() -> None:
+    plain = StreamAssembler(include_usage=False)
+    feed_all(plain, [chunk({"role": "assistant", "content": "", "refusal": None,
+                            "reasoning_content": None, "tool_calls": []}),
+                     chunk({"content": "Hi"}), chunk({}, "stop"), b"[DONE]"])  # fmt: skip
+    assert plain.cacheable
+    logprobs = StreamAssembler(include_usage=False)
+    with_logprobs = choices(
+        {
+            "index": 0,
+            "delta": {"content": "Hi"},
+            "logprobs": {"content": [{"token": "Hi", "logprob": -0.1}]},
+        }
+    )
+    feed_all(logprobs, [with_logprobs, chunk({}, "stop"), b"[DONE]"])
+    assert not logprobs.cacheable
+
+
+@pytest.mark.parametrize(
+    ("choice", "replayable"),
+    [({"message": {"role": "assistant", "content": "Hi"}, "finish_reason": "stop"}, True),
+     ({"message": {"role": "assistant", "content": "Hi", "refusal": None, "annotations": []},
+       "finish_reason": "length", "logprobs": None}, True),
+     ({"message": {"role": "assistant", "content": "Hi"}, "finish_reason": "content_filter"},
+      False),
+     ({"message": {"role": "assistant", "content": None, "refusal": "No."},
+       "finish_reason": "stop"}, False),
+     ({"message": {"role": "assistant", "content": "Hi"}, "finish_reason": "stop",
+       "logprobs": {"content": [{"token": "Hi"}]}}, False),
+     ({"message": {"role": "assistant", "content": "", "tool_calls": [{"id": "t"}]},
+       "finish_reason": "stop"}, False)],
+)  # fmt: skip
+def test_replayable_choice(choice: dict[str, Any], replayable: bool) -> None:
+    assert replayable_choice(choice) is replayable
+    if replayable:  # what the replay delivers is the stored message
+        body = orjson.dumps({"choices": [{"index": 0, **choice}]})
+        events = [orjson.loads(e[6:]) for e in replay_as_stream(body, include_usage=False)[:-1]]
+        text = "".join(c["choices"][0]["delta"].get("content", "") for c in events)
+        assert text == choice["message"]["content"]
+        assert events[-1]["choices"][0]["finish_reason"] == choice["finish_reason"]

@@ -49,7 +49,9 @@ def record(
         request_id=request_id, started_at=at, model="auto", tenant=tenant, app="web",
         cache_key="k" * 16, route=RouteDecision("light", "light-emu", "how-to", score=0.125),
         usage=Usage(prompt_tokens=12, completion_tokens=30), cost_usd=cost, latency_ms=12.3456,
-        upstream_ms=10.5, ttft_ms=4.25, retries=1, extra={"queue_ms": 1.5, "category": "maths"},
+        upstream_ms=10.5, ttft_ms=4.25, retries=1,
+        extra={"queue_ms": 1.5, "category": "maths", "cache_checks": "threshold,!numbers",
+               "cache_entry": 2**40 + 7},
     )  # fmt: skip
 
 
@@ -174,7 +176,8 @@ def test_the_declared_category_is_kept_cut_to_its_bound(make_log: MakeLog) -> No
 async def test_a_table_made_before_the_category_column_gains_it(
     backend: tuple[str, str], make_log: MakeLog, tmp_path: Path
 ) -> None:
-    old = {c: t for c, t in COLUMN_TYPES.items() if c != "category"}
+    added = ("category", "cache_checks", "cache_entry")  # columns later versions added
+    old = {c: t for c, t in COLUMN_TYPES.items() if c not in added}
     kind, url = backend
     if kind == "sqlite":  # as an older version made it: untyped columns
         with sqlite3.connect(tmp_path / "requests.sqlite3") as db:
@@ -187,12 +190,15 @@ async def test_a_table_made_before_the_category_column_gains_it(
     log = make_log()
     log.write(record("req_new"))
     log.flush()
-    assert log.query("SELECT request_id, category FROM requests ORDER BY request_id") == [
-        ("req_new", "maths"), ("req_old", None),
+    columns = ", ".join(added)
+    assert log.query(f"SELECT request_id, {columns} FROM requests ORDER BY request_id") == [
+        ("req_new", "maths", "threshold,!numbers", 2**40 + 7), ("req_old", None, None, None),
     ]  # fmt: skip
-    store = log.open_feedback()  # the view carries the new column too
+    store = log.open_feedback()  # the view carries the new columns too
     await store.save("acme", FeedbackInput("req_new", Rating.DOWN), now=100.0)
-    assert log.query("SELECT rating, category FROM rated_requests") == [("down", "maths")]
+    assert log.query(f"SELECT rating, {columns} FROM rated_requests") == [
+        ("down", "maths", "threshold,!numbers", 2**40 + 7),
+    ]  # fmt: skip
     await store.aclose()
 
 

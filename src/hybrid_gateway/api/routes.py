@@ -48,6 +48,10 @@ def _decision_headers(record: RequestRecord, *, cost_known: bool = True) -> dict
         headers["x-gateway-cache-similarity"] = f"{record.similarity:.4f}"
         headers["x-gateway-cache-entry"] = str(record.extra.get("cache_entry", ""))
         headers["x-gateway-cache-checks"] = str(record.extra.get("cache_checks", ""))
+    elif isinstance(checks := record.extra.get("cache_checks"), str):
+        # no hit, and why: the checks a near candidate failed (threshold,!negation) or why
+        # the caches were skipped (uncacheable, logprobs, store_down)
+        headers["x-gateway-cache-checks"] = checks
     result_url = record.extra.get("result_url")  # a deadline fallback: the late answer's URL
     if isinstance(result_url, str):
         headers["x-gateway-result-url"] = result_url

@@ -3,7 +3,9 @@
 Hand-written checks rather than a model class: this runs on every request, and each failure
 must name the parameter the way the OpenAI API does (``param``), with a message a developer can
 act on.  Anything not listed in ``KNOWN_PARAMS`` is refused: a parameter the gateway would
-silently drop is a bug report waiting to happen.
+silently drop is a bug report waiting to happen.  A body nested deeper than ``MAX_DEPTH``
+(a JSON schema in ``response_format`` or a tool's parameters, say) is refused too: ``orjson``
+reads 1024 levels but writes only 255, and no real schema comes near 64.
 """
 
 from __future__ import annotations
@@ -59,6 +61,9 @@ _TYPED: Mapping[str, tuple[type, ...]] = {
 
 _CHECKED = frozenset({*_NUMBER_RANGES, *_INT_RANGES, *_TYPED, "seed", "stop"})
 
+# The most levels of objects and arrays a body may nest, the body itself being level 1.
+MAX_DEPTH = 64
+
 
 def parse_body(raw: bytes) -> dict[str, Any]:
     try:
@@ -71,7 +76,33 @@ def parse_body(raw: bytes) -> dict[str, Any]:
         raise InvalidRequest(
             f"The request body must be a JSON object, got {_kind(body)}", code="invalid_json"
         )
+    _check_depth(body)
     return body
+
+
+def _check_depth(body: dict[str, Any]) -> None:
+    """400 naming the top-level field (``tools[0]``) where the body nests past ``MAX_DEPTH``.
+
+    Walked with an explicit stack: Python's own recursion limit is below orjson's 1024."""
+    stack: list[tuple[Any, int, str]] = []
+    for name, value in body.items():  # the body is level 1; name each top-level field
+        if isinstance(value, list):  # messages[3], tools[0]
+            stack += [(item, 3, f"{name}[{i}]") for i, item in enumerate(value)]
+        else:
+            stack.append((value, 2, name))
+    while stack:
+        value, depth, where = stack.pop()
+        if isinstance(value, dict):
+            value = list(value.values())
+        if not isinstance(value, list):
+            continue
+        if depth > MAX_DEPTH:
+            raise InvalidRequest(
+                f"'{where}' is nested more than {MAX_DEPTH} levels deep (objects and arrays, "
+                "counting the request body); flatten it or use $ref in a JSON schema.",
+                param=where, code="invalid_value",
+            )  # fmt: skip
+        stack += [(item, depth + 1, where) for item in value]
 
 
 def reject_unknown(body: Mapping[str, Any], known: Container[str]) -> None:

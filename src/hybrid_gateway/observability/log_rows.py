@@ -32,7 +32,7 @@ COLUMN_TYPES: dict[str, str] = {
     "latency_ms": "DOUBLE PRECISION", "upstream_ms": "DOUBLE PRECISION",
     "ttft_ms": "DOUBLE PRECISION", "retries": "INTEGER", "fallback": "TEXT", "cache_key": "TEXT",
     "app": "TEXT", "saved_usd": "DOUBLE PRECISION", "queue_ms": "DOUBLE PRECISION",
-    "prompt": "TEXT", "category": "TEXT",
+    "prompt": "TEXT", "category": "TEXT", "cache_checks": "TEXT", "cache_entry": "BIGINT",
 }  # fmt: skip
 COLUMNS: tuple[str, ...] = tuple(COLUMN_TYPES)
 
@@ -70,6 +70,8 @@ def record_row(record: RequestRecord) -> Row:
         _queue_ms(record),
         _prompt(record),
         _category(record),
+        _cache_checks(record),
+        _cache_entry(record),
     )
 
 
@@ -89,6 +91,20 @@ def note_category(metadata: object, key: str, record: RequestRecord) -> None:
 def _category(record: RequestRecord) -> str | None:
     category = record.extra.get(CATEGORY_KEY)
     return category if isinstance(category, str) else None
+
+
+def _cache_checks(record: RequestRecord) -> str | None:
+    """The semantic cache's verdict (``cache/semantic/stage.py``): on a lookup the checks passed
+    and failed (``threshold,numbers,!negation``), or why there was none (``uncacheable``,
+    ``logprobs``, ``store_down``, ``error``); None when the semantic cache did not judge."""
+    checks = record.extra.get("cache_checks")
+    return checks if isinstance(checks, str) else None
+
+
+def _cache_entry(record: RequestRecord) -> int | None:
+    """The semantic entry that answered (a hit) or that this answer was stored as (a miss)."""
+    entry = record.extra.get("cache_entry")
+    return entry if isinstance(entry, int) and not isinstance(entry, bool) else None
 
 
 def _queue_ms(record: RequestRecord) -> float | None:

@@ -34,7 +34,7 @@ CREATE TABLE IF NOT EXISTS requests (
 CREATE INDEX IF NOT EXISTS requests_ts ON requests (ts);
 """
 
-_ROWS_PER_STATEMENT = 500  # x 28 columns stays under SQLite's 32,766 bound variables
+_ROWS_PER_STATEMENT = 500  # x 30 columns stays under SQLite's 32,766 bound variables
 _ONE_ROW = "(" + ", ".join("?" for _ in COLUMNS) + ")"
 
 

@@ -4,7 +4,11 @@
     2. cache     exact hit -> answer at once, cost 0; then the semantic cache
                  (cache/semantic/stage.py): a paraphrase judged the same -> its answer, cost 0.
                  The request's question embedding is attached to the record here, computed
-                 lazily, at most once, shared with the router (embedding/lazy.py)
+                 lazily, at most once, shared with the router (embedding/lazy.py).  A request
+                 the operator marked uncacheable (``cache.semantic.uncacheable_patterns``) or
+                 one asking for logprobs (which a cached answer does not keep) bypasses both
+                 caches: neither looked up nor stored, ``cache=bypass``, the reason in
+                 ``cache_checks``
     3. route     rules, then gates, exemplars and the classifier (routing/router.py), then the
                  tenant's tiers and budget (tenancy/tiers.py)
     4. dispatch  the lane's channel (or its backup while the breaker is open), with retries
@@ -26,14 +30,14 @@ from hybrid_gateway.accounting.prices import Price
 from hybrid_gateway.accounting.tokens import count_prompt_tokens, count_tokens
 from hybrid_gateway.cache.exact import ExactCache
 from hybrid_gateway.cache.semantic.hygiene import NoiseStripper, semantic_key
-from hybrid_gateway.cache.semantic.stage import SemanticStage
+from hybrid_gateway.cache.semantic.stage import UNCACHEABLE, SemanticStage, marked_uncacheable
 from hybrid_gateway.embedding.base import AsyncEmbedder
 from hybrid_gateway.embedding.lazy import LazyEmbedding, attach_embedding
 from hybrid_gateway.pipeline.key import request_key
 from hybrid_gateway.pipeline.streaming import (
-    CACHEABLE_FINISH,
     StreamAssembler,
     replay_as_stream,
+    replayable_choice,
     usage_from_completion,
 )
 from hybrid_gateway.resilience.clock import Clock
@@ -106,6 +110,11 @@ class Pipeline:
         if cache is None and semantic is None:
             record.cache = CacheOutcome.BYPASS
             return CacheLookup(CacheOutcome.BYPASS, key)
+        reason = _bypass_reason(request, record)
+        if reason is not None:  # neither looked up nor, later, stored (``_storable``)
+            record.cache = CacheOutcome.BYPASS
+            record.extra["cache_checks"] = reason
+            return CacheLookup(CacheOutcome.BYPASS, key)
         entry = await cache.get(key) if cache is not None else None
         if entry is None:
             hit = await semantic.lookup(record) if semantic is not None else None
@@ -163,7 +172,7 @@ class Pipeline:
         record.upstream_ms = (self._p.clock.now() - started) * 1000
         usage = usage_from_completion(parsed) or _estimate_usage(request, parsed)
         self._settle(record, channel.name, usage)
-        if cache and _complete_answer(parsed):
+        if cache and _storable(record) and _complete_answer(parsed):
             if self._p.exact_cache is not None:
                 await self._p.exact_cache.put(key, raw, usage)
             if self._p.semantic is not None:
@@ -230,7 +239,7 @@ class Pipeline:
             yield assembler.usage_event(usage)
         if not assembler.done:
             record.extra["stream_incomplete"] = True
-        if cache and assembler.cacheable:
+        if cache and _storable(record) and assembler.cacheable:
             body = assembler.completion_body(usage)
             if self._p.exact_cache is not None:
                 await self._p.exact_cache.put(key, body, usage)
@@ -252,21 +261,26 @@ async def _iterate(events: list[bytes]) -> AsyncIterator[bytes]:
         yield event
 
 
+def _bypass_reason(request: ChatRequest, record: RequestRecord) -> str | None:
+    """Why neither cache may answer this request nor keep its answer; None: both may."""
+    if marked_uncacheable(record):  # the semantic stage's ``prepare`` matched the operator's
+        return UNCACHEABLE
+    body = request.body
+    if body.get("logprobs") or body.get("top_logprobs") is not None:
+        return "logprobs"  # a cached answer keeps no logprobs, and a replay has none
+    return None
+
+
+def _storable(record: RequestRecord) -> bool:
+    """A bypassed request's answer is not stored (the shadow of a deadline call copies this)."""
+    return record.cache is not CacheOutcome.BYPASS
+
+
 def _complete_answer(body: Mapping[str, object]) -> bool:
+    """Finished, and nothing in it that ``replay_as_stream`` would drop (tool calls, refusal,
+    audio, reasoning, logprobs): a cached body is replayed to streaming clients too."""
     choices = body.get("choices")
-    if not isinstance(choices, list) or not choices:
-        return False
-    for choice in choices:
-        if not isinstance(choice, dict) or choice.get("finish_reason") not in CACHEABLE_FINISH:
-            return False
-        message = choice.get("message")
-        if (
-            not isinstance(message, dict)
-            or message.get("tool_calls")
-            or message.get("function_call")
-        ):
-            return False
-    return True
+    return isinstance(choices, list) and bool(choices) and all(map(replayable_choice, choices))
 
 
 def _prompt_estimate(request: ChatRequest) -> int:

@@ -7,6 +7,9 @@ client sends that does not change what the model would say.  Parameters set to t
 default (temperature 1, top_p 1, n 1, penalties 0) are dropped, so "not given" and "given the
 default" share one entry.  Numbers are normalised (1 == 1.0, -0.0 == 0.0; integers past 2**53
 stay exact), and a content list holding a single text part equals the plain string.
+
+The API refuses bodies nested deeper than ``api/schema.py``'s ``MAX_DEPTH``; a request built
+elsewhere past the depth ``orjson`` serialises (255) still gets a key, from an iterative encoding.
 """
 
 from __future__ import annotations
@@ -50,8 +53,42 @@ _MESSAGE_FIELDS = ("role", "content", "name", "tool_calls", "tool_call_id", "fun
 def request_key(request: ChatRequest, namespace: str) -> str:
     """A 32-hex-digit digest identifying the answer this request should get."""
     canonical = [namespace, request.model, _messages(request.messages), _params(request.body)]
-    payload = orjson.dumps(canonical, option=orjson.OPT_SORT_KEYS)
+    try:
+        payload = orjson.dumps(canonical, option=orjson.OPT_SORT_KEYS)
+    except orjson.JSONEncodeError:  # nested past orjson's recursion limit
+        return _deep_digest(canonical)
     return hashlib.blake2b(payload, digest_size=16).hexdigest()
+
+
+def _deep_digest(value: Any) -> str:
+    """The digest of ``value`` walked with an explicit stack, so no depth is too deep.
+
+    Each container is written as its kind and length, then its members (an object's keys
+    sorted), so two different values never write the same bytes.  Keys from this path never
+    equal keys from ``orjson`` (a value either serialises or it does not)."""
+    digest = hashlib.blake2b(digest_size=16, person=b"deep-key")
+    stack: list[Any] = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            digest.update(b"{%d:" % len(item))
+            for name in sorted(item, reverse=True):  # popped back in sorted order
+                stack += [item[name], _Key(name)]
+        elif isinstance(item, list | tuple):
+            digest.update(b"[%d:" % len(item))
+            stack.extend(reversed(item))
+        elif isinstance(item, _Key):
+            digest.update(b"k" + orjson.dumps(item.name))
+        else:
+            digest.update(b"v" + orjson.dumps(item))
+    return digest.hexdigest()
+
+
+class _Key:
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
 
 
 def _messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:

@@ -3,6 +3,11 @@
 ``StreamAssembler`` sees every upstream payload once, on its way to the client: it decides what
 is forwarded (the usage-only chunk is dropped for clients that did not ask for usage), and it
 rebuilds the complete answer alongside, so a fully received stream can be cached and billed.
+
+A cached answer is served to streaming and non-streaming clients alike, so only what
+``replay_as_stream`` reproduces may be cached: per choice its role, its text content and its
+finish reason.  An answer carrying anything else (tool calls, a refusal, audio, reasoning text,
+logprobs) is relayed as it came but never cached (``replayable_choice``, ``cacheable``).
 """
 
 from __future__ import annotations
@@ -20,6 +25,36 @@ from hybrid_gateway.upstreams.sse import DONE, DONE_EVENT, frame, frame_json
 # (tool calls, content filter, a cut stream) is not.
 CACHEABLE_FINISH = frozenset({"stop", "length"})
 
+# What ``replay_as_stream`` rebuilds of a message (or a stream's deltas); any other field with a
+# value (refusal, audio, tool_calls, reasoning_content, ...) would be lost in the replay.
+REPLAYED_FIELDS = frozenset({"role", "content"})
+
+
+def _empty(value: object) -> bool:
+    """No value: null, or an empty string, array or object (``"refusal": null``, ``[]``)."""
+    return value is None or (isinstance(value, str | list | dict) and not value)
+
+
+def _unreplayed(fields: Mapping[str, Any]) -> bool:
+    """A message or delta with a field the replay would drop, or content that is not text."""
+    content = fields.get("content")
+    if content is not None and not isinstance(content, str):
+        return True
+    return any(name not in REPLAYED_FIELDS and not _empty(v) for name, v in fields.items())
+
+
+def replayable_choice(choice: object) -> bool:
+    """A finished ``chat.completion`` choice that ``replay_as_stream`` reproduces faithfully."""
+    if not isinstance(choice, dict) or choice.get("finish_reason") not in CACHEABLE_FINISH:
+        return False
+    message = choice.get("message")
+    return (
+        isinstance(message, dict)
+        and isinstance(message.get("content"), str)
+        and not _unreplayed(message)
+        and _empty(choice.get("logprobs"))
+    )
+
 
 class StreamAssembler:
     def __init__(self, *, include_usage: bool) -> None:
@@ -28,7 +63,8 @@ class StreamAssembler:
         self._finish: dict[int, str | None] = {}
         self._roles: dict[int, str] = {}
         self._meta: dict[str, Any] = {}
-        self._tool_calls = False
+        self._indexes: set[int] = set()  # every choice seen, finished or not
+        self._unreplayable = False  # a delta field or logprobs the replay would drop
         self.usage: Usage | None = None
         self.done = False
         self.chunks = 0
@@ -62,14 +98,17 @@ class StreamAssembler:
     def _take(self, choice: Mapping[str, Any]) -> None:
         index = choice.get("index", 0)
         index = index if isinstance(index, int) else 0
+        self._indexes.add(index)
         delta = choice.get("delta")
         if isinstance(delta, dict):
             if isinstance(delta.get("content"), str):
                 self._content.setdefault(index, []).append(delta["content"])
             if isinstance(delta.get("role"), str):
                 self._roles[index] = delta["role"]
-            if delta.get("tool_calls") or delta.get("function_call"):
-                self._tool_calls = True
+            if _unreplayed(delta):
+                self._unreplayable = True
+        if not _empty(choice.get("logprobs")):
+            self._unreplayable = True
         if choice.get("finish_reason") is not None:
             self._finish[index] = choice["finish_reason"]
 
@@ -78,12 +117,15 @@ class StreamAssembler:
 
     @property
     def cacheable(self) -> bool:
-        """Complete, error-free, plain text: the only kind of stream worth caching."""
+        """Complete, error-free, plain text: the only kind of stream worth caching.
+
+        Every choice seen must have finished (stop or length): with ``n`` > 1 a choice still
+        open at ``[DONE]`` would be stored half written."""
         return (
             self.done
-            and not self._tool_calls
-            and bool(self._finish)
-            and all(reason in CACHEABLE_FINISH for reason in self._finish.values())
+            and not self._unreplayable
+            and bool(self._indexes)
+            and all(self._finish.get(i) in CACHEABLE_FINISH for i in self._indexes)
         )
 
     def final_usage(self, prompt_tokens_estimate: int) -> Usage:
@@ -100,7 +142,7 @@ class StreamAssembler:
 
     def completion_body(self, usage: Usage) -> bytes:
         """The whole answer as a ``chat.completion`` body (what the cache stores)."""
-        indexes = sorted(set(self._content) | set(self._finish))
+        indexes = sorted(self._indexes)
         choices = [
             {
                 "index": i,

@@ -2,7 +2,10 @@
 
     prepare   split the request into question + bucket (``hygiene.py``), attach the request's
               lazily computed embedding to its record (shared with the router), pick the
-              namespace: (the tenant, or the cache_scope it shares; embedder model@version)
+              namespace: (the tenant, or the cache_scope it shares; embedder model@version).
+              A question matching an ``uncacheable`` pattern (as sent, or noise-stripped) marks
+              the record (``marked_uncacheable``): the pipeline then bypasses the exact cache
+              too
     lookup    embed (once), nearest neighbour in the partition, the decision rule, then the
               optional reranker; a hit writes similarity, entry id and the checks that passed
               onto the record.  Any failure here (embedder down, reranker timeout) is a miss:
@@ -34,12 +37,20 @@ from hybrid_gateway.cache.semantic.rerank import Reranker
 from hybrid_gateway.cache.semantic.settings import RerankerConfig
 from hybrid_gateway.embedding.base import AsyncEmbedder
 from hybrid_gateway.embedding.lazy import LazyEmbedding, attach_embedding, request_embedding
+from hybrid_gateway.routing.rules import message_text
 from hybrid_gateway.stores.base import StoreUnavailable
 from hybrid_gateway.types import CachedAnswer, ChatRequest, RequestRecord, Usage
 
 log = logging.getLogger(__name__)
 
 _PENDING = "semantic_key"
+_CHECKS = "cache_checks"
+UNCACHEABLE = "uncacheable"
+
+
+def marked_uncacheable(record: RequestRecord) -> bool:
+    """Did ``prepare`` find the operator's uncacheable pattern in this request's question?"""
+    return record.extra.get(_CHECKS) == UNCACHEABLE
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,15 +101,27 @@ class SemanticStage:
 
     def prepare(self, request: ChatRequest, record: RequestRecord) -> SemanticKey | None:
         key = semantic_key(request, self.stripper)
-        if key is None:
-            return None
-        if request_embedding(record) is None:
+        if key is not None and request_embedding(record) is None:
             attach_embedding(record, LazyEmbedding(self.embedder, key.question))
-        if any(pattern.search(key.question) for pattern in self._uncacheable):
-            record.extra["cache_checks"] = "uncacheable"
+        if self.uncacheable(request, key):
+            record.extra[_CHECKS] = UNCACHEABLE
             return None
-        record.extra[_PENDING] = key
+        if key is not None:
+            record.extra[_PENDING] = key
         return key
+
+    def uncacheable(self, request: ChatRequest, key: SemanticKey | None = None) -> bool:
+        """Does the question match an uncacheable pattern, as sent or noise-stripped?  (The
+        stripper may remove the very id or number a pattern is aimed at.)"""
+        if not self._uncacheable or not request.messages:
+            return False
+        last = request.messages[-1]
+        if last.get("role") != "user":
+            return False
+        texts = [message_text(last.get("content"))]
+        if key is not None:
+            texts.append(key.question)
+        return any(p.search(text) for p in self._uncacheable for text in texts)
 
     def replace_decision(self, rule: DecisionRule, reranker: RerankerConfig | None) -> None:
         """Hot reload: the next lookup is judged by ``rule`` and the reranker's ``min_score`` and
@@ -123,11 +146,11 @@ class SemanticStage:
             found = await self.cache.lookup(self.namespace(record.tenant), key.bucket,
                                             key.question, vector)  # fmt: skip
         except StoreUnavailable:  # semantic_on_outage: bypass (counted by the store's health)
-            record.extra["cache_checks"] = "store_down"
+            record.extra[_CHECKS] = "store_down"
             return None
         except Exception as exc:  # the cache must never fail a request
             log.warning("semantic cache lookup failed: %r", exc)
-            record.extra["cache_checks"] = "error"
+            record.extra[_CHECKS] = "error"
             return None
         if found.verdict is None or found.entry is None:
             return None
@@ -138,7 +161,7 @@ class SemanticStage:
         if verdict.hit and self._rerank is not None:
             ok = await self._reranked(key.question, entry.question, verdict.similarity)
             (passed if ok else failed).append("reranker")
-        record.extra["cache_checks"] = ",".join([*passed, *(f"!{f}" for f in failed)])
+        record.extra[_CHECKS] = ",".join([*passed, *(f"!{f}" for f in failed)])
         if failed:
             return None
         record.extra["cache_entry"] = entry.id
