@@ -49,6 +49,9 @@ class RouteDecision:
     score: float | None = None
     # The classifier's threshold the score was compared with (None for other decisions).
     threshold: float | None = None
+    # Moved to a cheaper lane for a while (the tenant's budget ran out): its answer is not
+    # what the request would get otherwise, so the caches do not keep it.
+    downgraded: bool = False
 
     def header(self) -> str:
         text = f"lane={self.lane}; channel={self.channel}; rule={self.rule}"

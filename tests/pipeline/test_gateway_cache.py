@@ -21,7 +21,7 @@ from hybrid_gateway.observability.request_log import SqliteRequestLog
 from hybrid_gateway.pipeline.gateway import Pipeline, PipelineParts, Router
 from hybrid_gateway.resilience.clock import ManualClock
 from hybrid_gateway.resilience.dispatch import Dispatcher
-from hybrid_gateway.types import CacheOutcome, ChatRequest, RequestRecord
+from hybrid_gateway.types import CacheOutcome, ChatRequest, RequestRecord, RouteDecision
 from tests.cache.test_semantic_pipeline import Channel, FixedRouter, chat, completion, record
 from tests.embedding.fakes import AsyncHashingEmbedder
 
@@ -211,3 +211,28 @@ async def test_the_request_log_keeps_the_checks_and_the_entry(stack: Stack, tmp_
     assert rows[1][2:] == (hit.extra["cache_checks"], entry)
     assert rows[1][2].startswith("threshold,")
     assert rows[2] == ("bypass", None, "uncacheable", None)
+
+
+class DowngradedRouter:
+    """What the tiers make of a route while the tenant's budget is spent."""
+
+    async def route(
+        self, request: ChatRequest, record: RequestRecord, *, embed: bool = True
+    ) -> RouteDecision:
+        return RouteDecision("light", "up", "default+budget:heavy->light", downgraded=True)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_an_answer_made_under_a_budget_downgrade_is_not_stored(
+    stack: Stack, stream: bool
+) -> None:
+    stack.upstream.chunks = [{"choices": [{"index": 0, "delta": {"content": "42"},
+                                           "finish_reason": "stop"}]}]  # fmt: skip
+    stack.pipeline.replace_router(cast(Router, DowngradedRouter()))
+    for _ in range(2):
+        rec, _ = await stack.ask(chat("What is the meaning of life?", stream=stream))
+        assert rec.cache is CacheOutcome.MISS
+    assert stack.upstream.calls == 2 and await stack.stored() == (0, 0)
+    stack.pipeline.replace_router(cast(Router, FixedRouter()))  # the budget turned over
+    await stack.ask(chat("What is the meaning of life?", stream=stream))
+    assert stack.upstream.calls == 3 and await stack.stored() == (1, 1)

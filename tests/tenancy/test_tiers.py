@@ -66,7 +66,8 @@ def test_budget_downgrade_across_a_day_boundary() -> None:
     book.debit("acme", 0.02, wall())
     over = record("acme")
     moved = tiers.apply(over, HEAVY)
-    assert moved == RouteDecision("light", "light-ch", "default+budget:heavy->light")
+    assert moved == RouteDecision("light", "light-ch", "default+budget:heavy->light",
+                                  downgraded=True)  # fmt: skip
     assert over.fallback == "budget"
     already_light = record("acme")
     assert tiers.apply(already_light, LIGHT) is LIGHT and already_light.fallback is None
@@ -95,4 +96,4 @@ def test_lanes_then_budget() -> None:
     moved = tiers.apply(over, HEAVY)
     assert moved.lane == "light"
     assert moved.rule == "default+tier:heavy->premium+budget:premium->light"
-    assert over.fallback == "budget"
+    assert over.fallback == "budget" and moved.downgraded

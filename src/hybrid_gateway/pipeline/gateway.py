@@ -272,8 +272,11 @@ def _bypass_reason(request: ChatRequest, record: RequestRecord) -> str | None:
 
 
 def _storable(record: RequestRecord) -> bool:
-    """A bypassed request's answer is not stored (the shadow of a deadline call copies this)."""
-    return record.cache is not CacheOutcome.BYPASS
+    """A bypassed request's answer is not stored (the shadow of a deadline call copies this),
+    nor one a budget downgrade made: the cheaper lane's answer would outlive the downgrade
+    (an exact request for ``heavy`` served the light model's answer after the budget resets)."""
+    downgraded = record.route is not None and record.route.downgraded
+    return record.cache is not CacheOutcome.BYPASS and not downgraded
 
 
 def _complete_answer(body: Mapping[str, object]) -> bool:

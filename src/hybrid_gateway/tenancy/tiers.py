@@ -86,4 +86,5 @@ class TierPolicy:
             channel=self._lane_channels[lane],
             rule=f"{decision.rule}+{why}:{decision.lane}->{lane}",
             score=decision.score,
+            downgraded=decision.downgraded or why == BUDGET_FALLBACK,
         )
