@@ -116,24 +116,34 @@ def pairs(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.fixture
+def held_out(tmp_path: Path) -> Path:
+    """Other pairs of the same kind (each text ends in "!"), and the model's training pair."""
+    path = tmp_path / "test.tsv"
+    rows = [f"{a}!\t{b}!\t{int(label)}\n" for a, b, label in PAIRS]
+    path.write_text("".join(rows) + f"{SAME[0][0]}\t{SAME[0][1]}\t1\n", "utf-8")
+    return path
+
+
 def test_eval_reports_the_reranker_rule_without_its_training_pairs(
-    pairs: Path, model_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    code = main(["cache", "eval", "--pairs", str(pairs), "--calibrate-on", str(pairs),
-                 "--target-precision", "0.7", "--json", "--reranker", str(model_file),
-                 "--embeddings-cache", str(tmp_path / "emb.sqlite3")])  # fmt: skip
-    assert code == 0
-    rule = json.loads(capsys.readouterr().out)["reranker"]
-    assert rule["excluded"] == 2  # SAME[0], once in DEV and once in TEST
-    assert rule["n"] == len(PAIRS) - 1 and rule["recall"] > 0.5 and rule["precision"] == 1.0
+    pairs: Path, held_out: Path, model_file: Path, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    args = ["cache", "eval", "--pairs", str(held_out), "--calibrate-on", str(pairs),
+            "--target-precision", "0.7", "--json", "--reranker", str(model_file),
+            "--embeddings-cache", str(tmp_path / "emb.sqlite3")]  # fmt: skip
+    assert main(args) == 0
+    out = json.loads(capsys.readouterr().out)
+    rule = out["reranker"]
+    # SAME[0] is in DEV (left out as a training pair) and in TEST (left out as a DEV pair)
+    assert rule["excluded"] == 1 and out["overlap_dropped"] == 1
+    assert rule["n"] == len(PAIRS) and rule["recall"] >= 0.5 and rule["precision"] == 1.0
+    assert rule["target_met"] is True
     assert -1 <= rule["cosine_floor"] <= 1
     assert rule["cosine_weight"] == 1.0  # the default rule: score + 1 * cosine
-    code = main(["cache", "eval", "--pairs", str(pairs), "--calibrate-on", str(pairs),
-                 "--target-precision", "0.7", "--json", "--reranker", str(model_file),
-                 "--cosine-weight", "0",
-                 "--embeddings-cache", str(tmp_path / "emb.sqlite3")])  # fmt: skip
+    assert main([*args, "--cosine-weight", "0"]) == 0
     alone = json.loads(capsys.readouterr().out)["reranker"]
-    assert code == 0 and alone["cosine_weight"] == 0.0
+    assert alone["cosine_weight"] == 0.0
     code = main(["cache", "eval", "--pairs", str(pairs), "--calibrate-on", str(pairs),
                  "--reranker", str(model_file), "--cosine-weight", "-1"])  # fmt: skip
     assert code == 2 and "--cosine-weight must be >= 0" in capsys.readouterr().err
@@ -148,13 +158,23 @@ def test_cross_fitted_models_score_the_pairs_the_other_did_not_see(
     CrossEncoder(base=model.base, weights=model.weights, head_w=model.head_w,
                  head_b=model.head_b, trained_pairs=frozenset({pair_digest(*SAME[0]),
                  pair_digest(*SAME[1])})).save(second)  # fmt: skip
-    code = main(["cache", "eval", "--pairs", str(pairs), "--calibrate-on", str(pairs),
+    test = tmp_path / "test.tsv"  # SAME[0] and SAME[1] once more, as TEST pairs
+    test.write_text("".join(f"{a}\t{b}\t1\n" for a, b in SAME[:2]), "utf-8")
+    dev = tmp_path / "dev.tsv"
+    dev.write_text("".join(f"{a}!\t{b}!\t{int(label)}\n" for a, b, label in PAIRS), "utf-8")
+    code = main(["cache", "eval", "--pairs", str(test), "--calibrate-on", str(dev),
                  "--target-precision", "0.7", "--json", "--reranker", str(model_file),
                  str(second), "--embeddings-cache", str(tmp_path / "emb.sqlite3")])  # fmt: skip
     assert code == 0
     rule = json.loads(capsys.readouterr().out)["reranker"]
-    assert rule["excluded"] == 2  # only SAME[0] (in DEV and in TEST): SAME[1] goes to the first
-    assert rule["n"] == len(PAIRS) - 1
+    assert rule["excluded"] == 1  # only SAME[0]: SAME[1] goes to the first model
+    assert rule["n"] == 1
+    # every TEST pair seen by every model: an error, not a rule measured on nothing
+    test.write_text(f"{SAME[0][0]}\t{SAME[0][1]}\t1\n", "utf-8")
+    code = main(["cache", "eval", "--pairs", str(test), "--calibrate-on", str(dev),
+                 "--reranker", str(model_file), str(second),
+                 "--embeddings-cache", str(tmp_path / "emb.sqlite3")])  # fmt: skip
+    assert code == 2 and "every TEST pair" in capsys.readouterr().err
 
 
 def test_each_pair_goes_to_the_first_model_that_did_not_see_it(model: CrossEncoder) -> None:

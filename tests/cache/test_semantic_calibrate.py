@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from hybrid_gateway.cache.semantic.calibrate import (
     NEVER,
+    CurvePoint,
     best_recall_at,
     calibrate_threshold,
     curve,
@@ -16,6 +19,8 @@ from hybrid_gateway.cache.semantic.calibrate import (
     roc_auc,
     wilson_lower,
 )
+from hybrid_gateway.cache.semantic.curves import write_csv
+from hybrid_gateway.cache.semantic.evaluate import measured
 
 
 def synthetic(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -80,3 +85,34 @@ def test_curve_is_monotone_in_hit_rate() -> None:
     assert len(points) == 21
     rates = [p.hit_rate for p in points]
     assert rates == sorted(rates, reverse=True) and rates[0] == 1.0
+
+
+def test_a_rule_without_a_threshold_claims_no_precision() -> None:
+    scores, labels = synthetic(60, seed=1)
+    rule = measured(scores, labels, scores, labels, target=0.999, z=1.645)
+    out = rule.as_json()
+    assert out["threshold"] is None and out["target_met"] is False and out["recall"] == 0.0
+    assert out["precision"] is None and out["dev_precision"] is None  # no hits: undefined
+    json.dumps(out, allow_nan=False)
+    # a threshold met on DEV that no TEST pair reaches: met, but no TEST precision
+    low = measured(scores, labels, scores - 1.0, labels, target=0.8, z=1.645).as_json()
+    assert low["target_met"] is True and low["precision"] is None
+    assert isinstance(low["dev_precision"], float) and low["dev_precision"] >= 0.8
+
+
+def test_one_class_or_no_pairs_give_valid_json() -> None:
+    scores, labels = synthetic(200, seed=2)
+    same = labels.copy()
+    one_class = measured(scores, labels, scores[same], labels[same], 0.9, 1.645).as_json()
+    assert one_class["auc"] is None and json.dumps(one_class, allow_nan=False)
+    nothing = measured(scores, labels, scores[:0], labels[:0], 0.9, 1.645).as_json()
+    assert nothing["n"] == 0 and nothing["precision"] is None and nothing["auc"] is None
+    json.dumps(nothing, allow_nan=False)
+
+
+def test_the_curve_csv_leaves_the_precision_of_no_hits_empty(tmp_path: Path) -> None:
+    points = [CurvePoint(0.5, 0.75, 1.0, 0.8, 4), CurvePoint(0.9, 1.0, 0.0, 0.0, 0)]
+    write_csv(tmp_path / "c.csv", {"plain": points})
+    rows = (tmp_path / "c.csv").read_text().splitlines()
+    assert rows[1] == "plain,0.500000,0.750000,1.000000,0.800000,4"
+    assert rows[2] == "plain,0.900000,,0.000000,0.000000,0"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -9,10 +10,18 @@ import pytest
 
 from hybrid_gateway.cache.semantic.cache import CacheBounds, Namespace, SemanticCache
 from hybrid_gateway.cache.semantic.calibrate import roc_auc
+from hybrid_gateway.cache.semantic.cross_encoder import pair_digest
 from hybrid_gateway.cache.semantic.decision import DecisionRule, VerifierCheck
-from hybrid_gateway.cache.semantic.evaluate import ScoredPairs, dev_halves, evaluate
+from hybrid_gateway.cache.semantic.evaluate import (
+    INNER_SEED,
+    ScoredPairs,
+    dev_halves,
+    evaluate,
+    inner_seed,
+    unseen,
+)
 from hybrid_gateway.cache.semantic.hygiene import NoiseStripper
-from hybrid_gateway.cache.semantic.pairs import Pair
+from hybrid_gateway.cache.semantic.pairs import Pair, split_pairs
 from hybrid_gateway.cache.semantic.stage import SemanticStage
 from hybrid_gateway.cache.semantic.verifier import (
     LEXICAL_NAMES,
@@ -189,3 +198,48 @@ async def test_stage_records_the_verifier_among_the_checks() -> None:
 def chat(question: str) -> ChatRequest:
     messages = [{"role": "user", "content": question}]
     return ChatRequest("auto", messages, False, False, {"model": "auto", "messages": messages})
+
+
+def test_the_inner_split_never_uses_the_outer_seed() -> None:
+    # the seeds of the published figures keep their inner split
+    assert inner_seed(None) == inner_seed(7) == inner_seed(8) == inner_seed(9) == INNER_SEED
+    assert inner_seed(INNER_SEED) != INNER_SEED
+    everything, test = scored(600, seed=5), scored(300, seed=6)
+    first, _ = split_pairs(everything.pairs, seed=INNER_SEED)
+    chosen = {id(p) for p in first}
+    dev = everything.subset(
+        np.array([i for i, p in enumerate(everything.pairs) if id(p) in chosen], dtype=np.intp)
+    )
+    assert list(dev_halves(dev, 7)[0].pairs) == list(dev_halves(dev)[0].pairs)
+    fit, calib = dev_halves(dev, INNER_SEED)  # the first half of that very split
+    assert len(fit.pairs) > 50 and len(calib.pairs) > 50
+    report = evaluate(dev, test, target=0.9, verifier=True, namespace=NS, split_seed=INNER_SEED)
+    assert report.verifier is not None and report.verifier.target_met
+
+
+def test_the_model_file_keeps_its_training_pairs(tmp_path: Path) -> None:
+    seen = replace(cosine_verifier(), trained_pairs=frozenset({pair_digest("a", "b")}))
+    seen.save(tmp_path / "seen.npz")
+    loaded = load_verifier(tmp_path / "seen.npz")
+    assert loaded.was_trained_on("b", "a") and not loaded.was_trained_on("a", "c")
+    replace(seen, trained_pairs=frozenset()).save(tmp_path / "none.npz")
+    assert load_verifier(tmp_path / "none.npz").trained_pairs == frozenset()
+    cosine_verifier().save(tmp_path / "old.npz")  # no digests: unknown, not "none"
+    old = load_verifier(tmp_path / "old.npz")
+    assert old.trained_pairs is None and not old.was_trained_on("a", "b")
+
+
+def test_a_given_verifier_is_calibrated_and_measured_without_its_training_pairs() -> None:
+    dev, test = scored(300, seed=5), scored(300, seed=6)
+    digests = frozenset(pair_digest(p.a, p.b) for p in dev.pairs[:100])
+    model = replace(cosine_verifier(), trained_pairs=digests)
+    expected = sum(model.was_trained_on(p.a, p.b) for p in [*dev.pairs, *test.pairs])
+    report = evaluate(dev, test, target=0.9, model=model)
+    out = report.as_json()["verifier"]
+    assert isinstance(out, dict) and out["excluded"] == expected >= 100
+    assert out["n"] == len(unseen(test, model).pairs)
+    unknown = evaluate(dev, test, target=0.9, model=cosine_verifier()).as_json()["verifier"]
+    assert isinstance(unknown, dict) and unknown["excluded"] is None and unknown["n"] == 300
+    everything = replace(model, trained_pairs=frozenset(pair_digest(p.a, p.b) for p in dev.pairs))
+    with pytest.raises(VerifierError, match="every DEV pair"):
+        evaluate(dev, test, target=0.9, model=everything)

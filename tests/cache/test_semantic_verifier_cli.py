@@ -4,26 +4,25 @@ config keys they write, with the real bundled embedder on a small labelled file.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import yaml
 
 from hybrid_gateway.cache.semantic.build import build_verifier
+from hybrid_gateway.cache.semantic.pairs import load_pairs, split_pairs
 from hybrid_gateway.cache.semantic.settings import SemanticCacheConfig
 from hybrid_gateway.cache.semantic.verifier import load_verifier
 from hybrid_gateway.cli import main
 from hybrid_gateway.config import load_config
 from hybrid_gateway.errors import ConfigError
-from tests.cache.test_semantic_cli import DIFFERENT, SAME
+from tests.cache.test_semantic_cli import DIFFERENT, SAME, no_nan, write_pairs
 
 
 @pytest.fixture
 def pairs(tmp_path: Path) -> Path:
-    path = tmp_path / "pairs.tsv"
-    rows = [f"{a}\t{b}\t1" for a, b in SAME] + [f"{a}\t{b}\t0" for a, b in DIFFERENT]
-    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
-    return path
+    return write_pairs(tmp_path / "pairs.tsv")
 
 
 def cache_args(tmp_path: Path) -> list[str]:
@@ -52,18 +51,60 @@ def test_train_verifier_records_the_embedder_and_what_it_saw(
 def test_eval_reports_a_verifier_rule_trained_on_dev_or_given(
     pairs: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    args = ["cache", "eval", "--pairs", str(pairs), "--calibrate-on", str(pairs),
+    test = write_pairs(tmp_path / "test.tsv", "!")
+    args = ["cache", "eval", "--pairs", str(test), "--calibrate-on", str(pairs),
             "--target-precision", "0.7", "--json", *cache_args(tmp_path)]  # fmt: skip
     assert main(args) == 0
     report = json.loads(capsys.readouterr().out)
-    for key in ("threshold", "precision", "recall", "auc", "n", "best_recall"):
+    for key in ("threshold", "precision", "recall", "auc", "n", "best_recall", "target_met"):
         assert key in report["verifier"]
     assert report["verifier"]["n"] == len(SAME) + len(DIFFERENT)
-    model = train(pairs, tmp_path)
+    assert report["verifier"]["excluded"] == 0  # trained here, on the other half of DEV
+    model = train(write_pairs(tmp_path / "other.tsv", "。"), tmp_path)  # other pairs
     capsys.readouterr()
     assert main([*args, "--verifier", str(model)]) == 0
     given = json.loads(capsys.readouterr().out)["verifier"]
-    assert given["auc"] > 0.9 and given["recall"] > 0.5  # its own training pairs: easy
+    assert given["auc"] > 0.9 and given["recall"] > 0.5 and given["excluded"] == 0
+
+
+def test_eval_leaves_the_verifiers_training_pairs_out(
+    pairs: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    test = write_pairs(tmp_path / "test.tsv", "!")
+    args = ["cache", "eval", "--pairs", str(test), "--calibrate-on", str(pairs),
+            "--target-precision", "0.7", "--json", *cache_args(tmp_path)]  # fmt: skip
+    half = train(pairs, tmp_path, "--split-seed", "3")  # trained on half of DEV
+    capsys.readouterr()
+    assert main([*args, "--verifier", str(half)]) == 0
+    given = json.loads(capsys.readouterr().out, parse_constant=no_nan)["verifier"]
+    seen = len(split_pairs(load_pairs(pairs), seed=3)[0])
+    assert 0 < seen < len(SAME) + len(DIFFERENT) and given["excluded"] == seen
+    assert given["n"] == len(SAME) + len(DIFFERENT)  # TEST holds none of them
+    # trained on all of DEV: nothing is left to calibrate its threshold on
+    every = train(pairs, tmp_path)
+    assert main([*args, "--verifier", str(every)]) == 2
+    assert "every DEV pair is one the verifier was trained on" in capsys.readouterr().err
+    # ... and `train-verifier --split-seed S` then `eval --split-seed S` is that case too
+    assert main(["cache", "eval", "--pairs", str(pairs), "--split-seed", "3", "--verifier",
+                 str(half), *cache_args(tmp_path)]) == 2  # fmt: skip
+
+
+def test_an_older_verifier_file_is_read_with_a_warning(
+    pairs: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model = load_verifier(train(write_pairs(tmp_path / "other.tsv", "。"), tmp_path))
+    assert model.trained_pairs is not None
+    assert len(model.trained_pairs) == len(SAME) + len(DIFFERENT)
+    old = tmp_path / "old.npz"
+    replace(model, trained_pairs=None).save(old)  # as written before the digests were kept
+    assert load_verifier(old).trained_pairs is None
+    capsys.readouterr()
+    code = main(["cache", "eval", "--pairs", str(write_pairs(tmp_path / "test.tsv", "!")),
+                 "--calibrate-on", str(pairs), "--target-precision", "0.7", "--json",
+                 "--verifier", str(old), *cache_args(tmp_path)])  # fmt: skip
+    captured = capsys.readouterr()
+    assert code == 0 and json.loads(captured.out)["verifier"]["excluded"] is None
+    assert "does not record its training pairs" in captured.err
 
 
 def test_eval_refuses_a_model_of_another_embedder(
@@ -79,12 +120,14 @@ def test_eval_refuses_a_model_of_another_embedder(
 
 
 def test_calibrate_with_a_verifier_writes_it_into_the_config(pairs: Path, tmp_path: Path) -> None:
-    model = train(pairs, tmp_path)
+    model = train(write_pairs(tmp_path / "other.tsv", "。"), tmp_path)
     config = tmp_path / "gateway.yaml"
     config.write_text(yaml.safe_dump({
         "channels": {"c": {"base_url": "http://127.0.0.1:9/v1", "model": "m"}},
         "lanes": {"heavy": {"channel": "c"}, "light": {"channel": "c"}},
-        "cache": {"semantic": {"enabled": True}},
+        # a leftover reranker would be asked about every candidate (threshold -1): it goes
+        "cache": {"semantic": {"enabled": True,
+                               "reranker": {"kind": "e5-cross-encoder", "path": "r.npz"}}},
     }))  # fmt: skip
     code = main(["cache", "calibrate", "--pairs", str(pairs), "--target-precision", "0.7",
                  "--config", str(config), "--verifier", str(model),
@@ -93,6 +136,7 @@ def test_calibrate_with_a_verifier_writes_it_into_the_config(pairs: Path, tmp_pa
     semantic = load_config(config).cache.semantic
     assert semantic.verifier == "models/verifier.npz" and semantic.guards == ()
     assert semantic.threshold == -1.0 and semantic.verifier_threshold is not None
+    assert semantic.reranker is None
     check = build_verifier(semantic, config, load_verifier(model).namespace)
     assert check is not None and check.threshold == semantic.verifier_threshold
     with pytest.raises(ConfigError, match=r"cache\.semantic\.verifier"):
@@ -101,6 +145,27 @@ def test_calibrate_with_a_verifier_writes_it_into_the_config(pairs: Path, tmp_pa
     assert main(["cache", "calibrate", "--pairs", str(pairs), "--target-precision", "0.7",
                  "--config", str(config), *cache_args(tmp_path)]) == 0  # fmt: skip
     assert load_config(config).cache.semantic.verifier is None
+
+
+def test_calibrate_leaves_the_verifiers_training_pairs_out(
+    pairs: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "gateway.yaml"
+    config.write_text(yaml.safe_dump({
+        "channels": {"c": {"base_url": "http://127.0.0.1:9/v1", "model": "m"}},
+        "lanes": {"heavy": {"channel": "c"}, "light": {"channel": "c"}},
+    }))  # fmt: skip
+    args = ["cache", "calibrate", "--pairs", str(pairs), "--target-precision", "0.5",
+            "--config", str(config), *cache_args(tmp_path)]  # fmt: skip
+    half = train(pairs, tmp_path, "--split-seed", "3")
+    capsys.readouterr()
+    main([*args, "--verifier", str(half)])
+    seen = len(split_pairs(load_pairs(pairs), seed=3)[0])
+    assert f"{seen} of the {len(SAME) + len(DIFFERENT)} pairs are its training pairs" in (
+        capsys.readouterr().err
+    )
+    assert main([*args, "--verifier", str(train(pairs, tmp_path))]) == 2
+    assert "every DEV pair is one the verifier was trained on" in capsys.readouterr().err
 
 
 def test_train_on_one_half_calibrate_on_the_other(pairs: Path, tmp_path: Path) -> None:

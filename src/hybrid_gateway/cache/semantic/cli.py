@@ -12,6 +12,10 @@
 Embeddings come from the config's ``embedding`` section (``--config``) or the bundled default,
 and are kept in ``--embeddings-cache`` (by model version and text hash) so a rerun with another
 target, seed or split does not embed again.  ``--sample N`` takes a seeded sample of each file.
+TEST pairs that DEV also has are left out of TEST (``overlap_dropped``), and a given verifier's
+or reranker's own training pairs out of its rule (``excluded``).  Bad input (a pair file, an
+argument, a config that cannot be written) is one line on stderr and exit code 2, found before
+the embedding wherever it can be.
 """
 
 from __future__ import annotations
@@ -20,31 +24,38 @@ import argparse
 import asyncio
 import json
 import math
-import os
-import shutil
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
-
-import yaml
 
 from hybrid_gateway.cache.semantic import cli_reranker
-from hybrid_gateway.cache.semantic.calibrate import curve
-from hybrid_gateway.cache.semantic.cross_encoder import CrossEncoderError, load_cross_encoder
-from hybrid_gateway.cache.semantic.cross_encoder_eval import RerankerReport, evaluate_reranker
+from hybrid_gateway.cache.semantic.cli_config import Rule, check_writable, relative, write_decision
+from hybrid_gateway.cache.semantic.cli_report import prepare_curves, print_table, write_curves
+from hybrid_gateway.cache.semantic.cross_encoder import (
+    CrossEncoderError,
+    load_cross_encoder,
+    pair_digest,
+)
+from hybrid_gateway.cache.semantic.cross_encoder_eval import evaluate_reranker
 from hybrid_gateway.cache.semantic.evaluate import (
-    EvalReport,
+    RuleReport,
     ScoredPairs,
     choose_guards,
     evaluate,
     evaluate_rule,
     evaluate_verifier,
+    unseen,
 )
-from hybrid_gateway.cache.semantic.pairs import Pair, load_pairs, split_pairs
-from hybrid_gateway.cache.semantic.verifier import VerifierError, load_verifier
+from hybrid_gateway.cache.semantic.pairs import (
+    Pair,
+    PairFormatError,
+    drop_overlap,
+    load_pairs,
+    split_pairs,
+)
+from hybrid_gateway.cache.semantic.verifier import PairVerifier, VerifierError, load_verifier
 from hybrid_gateway.cache.semantic.verifier_train import (
     DEFAULT_TRAINING,
     TrainSettings,
@@ -85,8 +96,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     tr.add_argument(
         "--split-seed",
         type=int,
-        help="train only on the first half of each file's seeded split (the other "
-        "half stays unseen, for `cache eval --split-seed` with the same seed)",
+        help="train only on the first half of each file's seeded split; `cache calibrate "
+        "--split-seed` with the same seed calibrates on the other half.  The model file keeps "
+        "digests of its training pairs: `cache eval / calibrate --verifier` leave them out "
+        "of DEV and TEST (so evaluate it with another --split-seed, or on other files)",
     )
     tr.add_argument(
         "--hidden",
@@ -97,7 +110,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     tr.add_argument("--l2", type=float, nargs="+", default=DEFAULT_TRAINING.l2,
                     help="weight decay candidates (the inner split picks one)")  # fmt: skip
     for p in (ev, cal):
-        p.add_argument("--verifier", type=Path, help="a trained verifier model (.npz)")
+        p.add_argument("--verifier", type=Path,
+                       help="a trained verifier model (.npz); its own training pairs are left "
+                            "out of DEV and TEST")  # fmt: skip
         p.add_argument("--reranker", type=Path, nargs="+",
                        help="a fine-tuned cross-encoder (`cache train-reranker`); more than one "
                             "(trained on other pairs): each pair is scored by the first that "
@@ -130,29 +145,45 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.action == "train-reranker":
         return cli_reranker.train(args)
-    if not 0 < args.target_precision < 1:
-        print("--target-precision must be between 0 and 1", file=sys.stderr)
+    problem = _usage_error(args)
+    if problem is not None:
+        print(problem, file=sys.stderr)
         return 2
-    if getattr(args, "cosine_weight", 0.0) < 0:  # eval and calibrate only
-        print("--cosine-weight must be >= 0", file=sys.stderr)
-        return 2
+    # every failure below is one line naming the file (and line or field) and exit code 2
     try:
         embedding = load_config(args.config).embedding if args.config else EmbeddingConfig()
+        return _ACTIONS[args.action](args, embedding)
     except ConfigError as exc:
         print(f"config error: {exc}", file=sys.stderr)
-        return 2
-    try:
-        if args.action == "eval":
-            return _eval(args, embedding)
-        if args.action == "train-verifier":
-            return _train(args, embedding)
-        return _calibrate(args, embedding)
     except VerifierError as exc:
         print(f"verifier: {exc}", file=sys.stderr)
-        return 2
     except CrossEncoderError as exc:
         print(f"reranker: {exc}", file=sys.stderr)
-        return 2
+    except PairFormatError as exc:
+        print(f"pairs: {exc}", file=sys.stderr)
+    except OSError as exc:
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"error: {where}{exc.strerror or exc}", file=sys.stderr)
+    return 2
+
+
+def _usage_error(args: argparse.Namespace) -> str | None:
+    """What is wrong with the numeric arguments, if anything (checked before any work)."""
+    samples = args.sample if isinstance(args.sample, list) else [args.sample]
+    weight = getattr(args, "cosine_weight", 0.0)  # eval and calibrate only
+    checks = [
+        (0 < args.target_precision < 1, "--target-precision must be between 0 and 1"),
+        (math.isfinite(args.z) and args.z >= 0, "--z must be a finite number >= 0"),
+        (math.isfinite(weight) and weight >= 0, "--cosine-weight must be >= 0"),
+        (all(n is None or n >= 1 for n in samples), "--sample must be >= 1"),
+    ]
+    if args.action == "train-verifier":
+        checks += [
+            (len(samples) in (1, len(args.pairs)), "--sample takes one N, or one per --pairs file"),
+            (args.hidden >= 0, "--hidden must be >= 0"),
+            (all(math.isfinite(v) and v >= 0 for v in args.l2), "--l2 must be >= 0"),
+        ]
+    return next((message for ok, message in checks if not ok), None)
 
 
 def _load(files: Sequence[str], args: argparse.Namespace) -> list[Pair]:
@@ -160,49 +191,72 @@ def _load(files: Sequence[str], args: argparse.Namespace) -> list[Pair]:
 
 
 def _eval(args: argparse.Namespace, embedding: EmbeddingConfig) -> int:
+    png = prepare_curves(args.curve_out)  # before the embedding: fail (or warn) early
     if args.split_seed is not None:
         dev_pairs, test_pairs = split_pairs(_load([args.pairs], args), seed=args.split_seed)
+        dev_from = f"the first half of {args.pairs} (split seed {args.split_seed})"
     else:
         dev_pairs, test_pairs = _load(args.calibrate_on, args), _load([args.pairs], args)
+        dev_from = ", ".join(args.calibrate_on)
+    test_pairs, overlap = drop_overlap(dev_pairs, test_pairs)
+    if overlap:
+        print(f"note: {overlap} TEST pairs are also DEV pairs (the same two texts): left out "
+              "of TEST", file=sys.stderr)  # fmt: skip
+    if not dev_pairs or not test_pairs:
+        print(f"no DEV pairs in {dev_from}" if not dev_pairs
+              else f"no TEST pairs left in {args.pairs}: every one is also in DEV" if overlap
+              else f"no TEST pairs in {args.pairs}", file=sys.stderr)  # fmt: skip
+        return 2
     dev, test, namespace = _score(dev_pairs + test_pairs, embedding, args.embeddings_cache,
                                   len(dev_pairs))  # fmt: skip
-    model = load_verifier(args.verifier, namespace) if args.verifier else None
+    model = _verifier(args.verifier, namespace) if args.verifier else None
     rerankers = [load_cross_encoder(path) for path in args.reranker or ()]
     report = evaluate(dev, test, args.target_precision, args.z, verifier=True, model=model,
-                      namespace=namespace)  # fmt: skip
+                      namespace=namespace, split_seed=args.split_seed)  # fmt: skip
     reranked = None
     if rerankers:
         reranked = evaluate_reranker(dev, test, rerankers, args.target_precision, args.z,
                                      args.cosine_weight)  # fmt: skip
-    if args.curve_out is not None:
-        _write_curves(args.curve_out, Path(args.pairs).stem, test, report)
-    if args.json:
-        out = report.as_json()
+    if args.json:  # printed before the curves are drawn: it is never lost to them
+        out = report.as_json() | {"overlap_dropped": overlap}
         if reranked is not None:
             out["reranker"] = reranked.as_json()
-        print(json.dumps(out, ensure_ascii=False))
+        print(json.dumps(out, ensure_ascii=False, allow_nan=False), flush=True)
     else:
-        _print_table(Path(args.pairs).name, report, reranked)
+        print_table(Path(args.pairs).name, report, reranked)
+    if args.curve_out is not None:
+        write_curves(args.curve_out, Path(args.pairs).stem, test, report, png=png)
     return 0
+
+
+def _verifier(path: Path, namespace: str) -> PairVerifier:
+    model = load_verifier(path, namespace)
+    if model.trained_pairs is None:
+        print(f"warning: {path} does not record its training pairs (an older file): they "
+              "cannot be left out of DEV and TEST; retrain it to be sure",
+              file=sys.stderr)  # fmt: skip
+    return model
 
 
 def _train(args: argparse.Namespace, embedding: EmbeddingConfig) -> int:
     limits = args.sample or [None]
-    if len(limits) not in (1, len(args.pairs)):
-        print("--sample takes one N, or one per --pairs file", file=sys.stderr)
-        return 2
     limits = limits * len(args.pairs) if len(limits) == 1 else limits
     pairs = [p for f, n in zip(args.pairs, limits, strict=True)
              for p in load_pairs(f, limit=n, seed=args.seed)]  # fmt: skip
     if args.split_seed is not None:
         pairs = split_pairs(pairs, seed=args.split_seed)[0]
+    if not pairs:
+        print(f"no training pairs in {', '.join(args.pairs)}", file=sys.stderr)
+        return 2
     scored, _, namespace = _score(pairs, embedding, args.embeddings_cache, len(pairs))
     names = ", ".join(Path(p).name for p in args.pairs)
     half = "" if args.split_seed is None else f", first half of split seed {args.split_seed}"
     sample = "" if args.sample is None else f", sample {args.sample} seed {args.seed}"
     settings = TrainSettings(hidden=args.hidden, l2=tuple(args.l2))
+    # the digests of the training pairs go into the file: eval and calibrate leave them out
+    digests = frozenset(pair_digest(p.a, p.b) for p in pairs)
     result = train_verifier(scored.features(), scored.labels, namespace=namespace,
-                            settings=settings,
+                            settings=settings, trained_pairs=digests,
                             trained_on=f"{names} ({len(pairs)} pairs{sample}{half})")  # fmt: skip
     result.model.save(args.out)
     print(f"{args.out}: verifier for {namespace} trained on {len(pairs)} pairs "
@@ -212,66 +266,73 @@ def _train(args: argparse.Namespace, embedding: EmbeddingConfig) -> int:
 
 
 def _calibrate(args: argparse.Namespace, embedding: EmbeddingConfig) -> int:
-    pairs = _load(args.pairs, args)
-    if args.split_seed is not None:
-        pairs = split_pairs(pairs, seed=args.split_seed)[1]
-    dev, _, namespace = _score(pairs, embedding, args.embeddings_cache, len(pairs))
-    update: dict[str, object]
     if args.verifier is not None and args.reranker is not None:
         print("--verifier and --reranker: calibrate one at a time", file=sys.stderr)
         return 2
+    check_writable(args.config)  # before the slow part, not after it
+    pairs = _load(args.pairs, args)
+    if args.split_seed is not None:
+        pairs = split_pairs(pairs, seed=args.split_seed)[1]
+    if not pairs:
+        half = "" if args.split_seed is None else f" (second half of split {args.split_seed})"
+        print(f"no pairs to calibrate on in {', '.join(args.pairs)}{half}", file=sys.stderr)
+        return 2
+    dev, _, namespace = _score(pairs, embedding, args.embeddings_cache, len(pairs))
+    rule, kind, update = _calibrated(args, dev, namespace)
+    if not rule.target_met:
+        print("no threshold reaches the target precision on these pairs", file=sys.stderr)
+        return 1
+    half = "" if args.split_seed is None else f", second half of split seed {args.split_seed}"
+    backup = write_decision(args.config, kind, {
+        **update, "target_precision": args.target_precision,
+        "calibrated_on": f"{', '.join(Path(p).name for p in args.pairs)} ({rule.n} pairs"
+                         f"{half}, z={args.z:g}, {time.strftime('%Y-%m-%d')})",
+    })  # fmt: skip
+    what = {"plain": "threshold", "verifier": "verifier_threshold",
+            "reranker": "reranker.min_score"}[kind]  # fmt: skip
+    print(f"{args.config}: cache.semantic.{what}={rule.threshold:.6f} "
+          f"guards={list(rule.guards)} (dev precision {rule.dev_precision:.3f}, "
+          f"recall {rule.dev_recall:.3f}); previous file kept as {backup}")  # fmt: skip
+    return 0
+
+
+def _calibrated(
+    args: argparse.Namespace, dev: ScoredPairs, namespace: str
+) -> tuple[RuleReport, Rule, dict[str, object]]:
+    """The calibrated rule, its kind and the ``cache.semantic`` keys that configure it."""
     if args.reranker is not None:
         models = [load_cross_encoder(path) for path in args.reranker]
         reranked = evaluate_reranker(dev, dev, models, args.target_precision, args.z,
                                      args.cosine_weight)  # fmt: skip
-        rule = reranked.rule
         # the cosine floor only spares the model hopeless candidates; the reranker decides
-        update = {"threshold": round(reranked.cosine_floor, 6), "guards": [],
-                  "reranker": {"kind": "e5-cross-encoder",
-                               "path": _relative(args.reranker[0], args.config),
-                               "min_score": round(rule.threshold, 6),
-                               "cosine_weight": args.cosine_weight}}  # fmt: skip
-    elif args.verifier is not None:
-        model = load_verifier(args.verifier, namespace)
-        rule = evaluate_verifier(dev, dev, args.target_precision, args.z, model=model)
+        return reranked.rule, "reranker", {
+            "threshold": round(reranked.cosine_floor, 6), "guards": [],
+            "reranker": {"kind": "e5-cross-encoder",
+                         "path": relative(args.reranker[0], args.config),
+                         "min_score": round(reranked.rule.threshold, 6),
+                         "cosine_weight": args.cosine_weight}}  # fmt: skip
+    if args.verifier is not None:
+        model = _verifier(args.verifier, namespace)
+        kept = unseen(dev, model)
+        left_out = len(dev.pairs) - len(kept.pairs)
+        if left_out:
+            print(f"verifier: {left_out} of the {len(dev.pairs)} pairs are its training pairs: "
+                  "left out of the calibration", file=sys.stderr)  # fmt: skip
+        rule = evaluate_verifier(kept, kept, args.target_precision, args.z, model=model)
         # the verifier reads the cosine and the guard signals itself: no cosine floor, no vetoes
-        update = {"threshold": -1.0, "guards": [], "verifier": _relative(args.verifier,
-                  args.config), "verifier_threshold": round(rule.threshold, 6)}  # fmt: skip
-    else:
-        guards = choose_guards(dev, args.target_precision, args.z)
-        rule = evaluate_rule(dev, dev, guards, args.target_precision, args.z)
-        update = {"threshold": round(rule.threshold, 6), "guards": list(guards)}
-    threshold = rule.threshold
-    if math.isinf(threshold):
-        print("no threshold reaches the target precision on these pairs", file=sys.stderr)
-        return 1
-    data = yaml.safe_load(args.config.read_text(encoding="utf-8"))
-    semantic = data.setdefault("cache", {}).setdefault("semantic", {})
-    half = "" if args.split_seed is None else f", second half of split seed {args.split_seed}"
-    semantic.update({
-        **update, "target_precision": args.target_precision,
-        "calibrated_on": f"{', '.join(Path(p).name for p in args.pairs)} ({len(pairs)} pairs"
-                         f"{half}, "
-                         f"z={args.z:g}, {time.strftime('%Y-%m-%d')})",
-    })  # fmt: skip
-    if args.verifier is None:  # a cosine (or reranker) calibration replaces a verifier's
-        semantic.pop("verifier", None)
-        semantic.pop("verifier_threshold", None)
-    guards = tuple(str(g) for g in semantic["guards"])
-    backup = args.config.with_name(args.config.name + f".bak-{time.strftime('%Y%m%d%H%M%S')}")
-    shutil.copy2(args.config, backup)
-    args.config.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
-    what = ("verifier_threshold" if args.verifier is not None
-            else "reranker.min_score" if args.reranker is not None else "threshold")  # fmt: skip
-    print(f"{args.config}: cache.semantic.{what}={threshold:.6f} guards={list(guards)} "
-          f"(dev precision {rule.dev_precision:.3f}, recall {rule.dev_recall:.3f}); "
-          f"previous file kept as {backup}")  # fmt: skip
-    return 0
+        return rule, "verifier", {
+            "threshold": -1.0, "guards": [], "verifier": relative(args.verifier, args.config),
+            "verifier_threshold": round(rule.threshold, 6)}  # fmt: skip
+    guards = choose_guards(dev, args.target_precision, args.z)
+    rule = evaluate_rule(dev, dev, guards, args.target_precision, args.z)
+    return rule, "plain", {"threshold": round(rule.threshold, 6), "guards": list(guards)}
 
 
-def _relative(model: Path, config: Path) -> str:
-    """The model path as the config should name it (relative to the config's folder)."""
-    return os.path.relpath(model.resolve(), config.resolve().parent)
+_ACTIONS: dict[str, Callable[[argparse.Namespace, EmbeddingConfig], int]] = {
+    "eval": _eval,
+    "train-verifier": _train,
+    "calibrate": _calibrate,
+}
 
 
 def _score(
@@ -307,36 +368,3 @@ def _progress() -> Callable[[int, int], None]:
                   file=sys.stderr, flush=True)  # fmt: skip
 
     return report
-
-
-def _write_curves(folder: Path, stem: str, test: ScoredPairs, report: EvalReport) -> None:
-    from hybrid_gateway.cache.semantic.curves import write_csv, write_png
-
-    folder.mkdir(parents=True, exist_ok=True)
-    curves = {
-        "plain": curve(test.guarded(()), test.labels),
-        "decision": curve(test.guarded(report.decision.guards), test.labels),
-    }
-    write_csv(folder / f"{stem}-curve.csv", curves)
-    thresholds = {"plain": report.plain.threshold, "decision": report.decision.threshold}
-    write_png(folder / f"{stem}-curve.png", curves, thresholds, report.target_precision,
-              f"{stem}: precision / recall / hit rate vs threshold (TEST half)")  # fmt: skip
-
-
-def _print_table(name: str, report: EvalReport, reranked: RerankerReport | None = None) -> None:
-    rows: list[tuple[str, Any]] = [
-        ("plain cosine", report.plain),
-        ("full decision", report.decision),
-    ]
-    if report.verifier is not None:
-        rows.append(("verifier", report.verifier))
-    if reranked is not None:
-        rows.append(("reranker", reranked.rule))
-    print(f"{name}: target precision {report.target_precision:g}, n={report.decision.n} "
-          f"(calibrated on {report.dev_n})")  # fmt: skip
-    print(f"{'rule':15} {'threshold':>9} {'precision':>9} {'recall':>7} {'auc':>6} {'best':>6}")
-    for label, rule in rows:
-        t = "never" if math.isinf(rule.threshold) else f"{rule.threshold:.4f}"
-        print(f"{label:15} {t:>9} {rule.precision:9.3f} {rule.recall:7.3f} {rule.auc:6.3f} "
-              f"{rule.best_recall:6.3f}")  # fmt: skip
-    print(f"guards: {', '.join(report.decision.guards) or 'none'}")

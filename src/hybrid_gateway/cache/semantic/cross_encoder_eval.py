@@ -29,7 +29,7 @@ import numpy as np
 import numpy.typing as npt
 
 from hybrid_gateway.cache.semantic.calibrate import Floats
-from hybrid_gateway.cache.semantic.cross_encoder import CrossEncoder
+from hybrid_gateway.cache.semantic.cross_encoder import CrossEncoder, CrossEncoderError
 from hybrid_gateway.cache.semantic.evaluate import RuleReport, ScoredPairs, measured
 
 POSITIVES_KEPT = 0.99  # share of DEV's true paraphrases the cosine floor lets through
@@ -89,13 +89,21 @@ def evaluate_reranker(
     z: float,
     cosine_weight: float,
 ) -> RerankerReport:
-    """The reranker rule calibrated on DEV and measured on TEST (training pairs left out)."""
+    """The reranker rule calibrated on DEV and measured on TEST (training pairs left out).
+
+    Raises ``CrossEncoderError`` when DEV or TEST has no pair left."""
     dev_by, test_by = scorers(dev, models), scorers(test, models)
     dev_kept, test_kept = (
         dev.subset(np.flatnonzero(dev_by >= 0)),
         test.subset(np.flatnonzero(test_by >= 0)),
     )
     dev_by, test_by = dev_by[dev_by >= 0], test_by[test_by >= 0]
+    for name, part in (("DEV", dev_kept), ("TEST", test_kept)):
+        if not len(part.pairs):
+            raise CrossEncoderError(
+                f"every {name} pair is one the model(s) were trained on: calibrate and measure "
+                "on other pairs"
+            )
     excluded = len(dev.pairs) - len(dev_kept.pairs)
     floor = cosine_floor(dev_kept)
     dev_scores = reranked(dev_kept, models, dev_by, floor, "DEV", cosine_weight)

@@ -7,7 +7,8 @@ TEST:
     decision  the full hit decision: cosine >= threshold and the guards (``guards.py``)
     verifier  the learned pair verifier's score >= threshold (``verifier.py``): trained on one
               half of DEV, its threshold calibrated on the other half (or, for a model trained
-              elsewhere, on all of DEV)
+              elsewhere, on all of DEV less the model's own training pairs, which are left out
+              of TEST too and counted in ``excluded``)
 
 For the decision, the guards themselves are chosen on DEV: greedily, in a fixed order, a guard
 is kept when it raises the recall reached at the target precision on DEV, or leaves it equal
@@ -17,6 +18,10 @@ paraphrases here (capitalised words in English questions, say) is left off.
 Nothing is fitted on TEST: its figures are what an operator would see on new traffic of the
 same kind.  ``best_recall`` is the oracle (the best threshold chosen on TEST itself), shown only
 to say how much the calibration's caution costs.
+
+In the JSON, a rule whose threshold could not be calibrated (no threshold's precision bound
+reaches the target on DEV) has ``target_met: false`` and ``threshold: null``; a precision over
+no hits, or an AUC over one class, is ``null``: never a number that was not measured.
 """
 
 from __future__ import annotations
@@ -39,7 +44,7 @@ from hybrid_gateway.cache.semantic.calibrate import (
     roc_auc,
 )
 from hybrid_gateway.cache.semantic.pairs import Pair, split_pairs
-from hybrid_gateway.cache.semantic.verifier import PairVerifier, pair_features
+from hybrid_gateway.cache.semantic.verifier import PairVerifier, VerifierError, pair_features
 from hybrid_gateway.cache.semantic.verifier_train import (
     DEFAULT_TRAINING,
     TrainSettings,
@@ -98,11 +103,30 @@ class RuleReport:
     dev_recall: float
     guards: tuple[str, ...]
 
+    @property
+    def target_met(self) -> bool:
+        """Whether a threshold was calibrated (its precision bound reached the target on DEV)."""
+        return not math.isinf(self.threshold)
+
     def as_json(self) -> dict[str, object]:
         out = asdict(self)
         out["guards"] = list(self.guards)
-        out["threshold"] = None if math.isinf(self.threshold) else round(self.threshold, 6)
-        return {k: round(v, 4) if isinstance(v, float) else v for k, v in out.items()}
+        out["threshold"] = round(self.threshold, 6) if self.target_met else None
+        out["target_met"] = self.target_met
+        # the precision of no hits is undefined (``operating`` says 1.0): hit_rate is exactly
+        # 0 when there are none; on DEV, a calibrated threshold always has hits
+        if self.n == 0 or self.hit_rate == 0:
+            out["precision"] = None
+        if not self.target_met:
+            out["dev_precision"] = None
+        return {k: _number(v) for k, v in out.items()}
+
+
+def _number(value: object) -> object:
+    """Floats for JSON: rounded, and null where not finite (an AUC of one class is NaN)."""
+    if not isinstance(value, float):
+        return value
+    return round(value, 4) if math.isfinite(value) else None
 
 
 def choose_guards(dev: ScoredPairs, target: float, z: float) -> tuple[str, ...]:
@@ -161,14 +185,22 @@ def measured(
 
 
 # The verifier rule splits DEV again (train / calibrate) by the same kind of seeded hash as the
-# outer split, so a reversed duplicate never sits on both sides; the seed differs from any
-# outer split seed, or the DEV half (all one side of the outer hash) would not split.
+# outer split, so a reversed duplicate never sits on both sides.  The inner seed must differ
+# from the outer split seed, or the DEV half (all one side of the outer hash) would not split:
+# it is INNER_SEED for every split seed but INNER_SEED itself (so the published splits stay as
+# they were), and INNER_SEED - 1 there.
 INNER_SEED = -7
 
 
-def dev_halves(dev: ScoredPairs) -> tuple[ScoredPairs, ScoredPairs]:
-    """DEV split into the verifier's training part and its calibration part."""
-    train, _ = split_pairs(dev.pairs, seed=INNER_SEED)
+def inner_seed(split_seed: int | None) -> int:
+    """The seed of DEV's inner split, never equal to the outer ``split_seed``."""
+    return INNER_SEED - 1 if split_seed == INNER_SEED else INNER_SEED
+
+
+def dev_halves(dev: ScoredPairs, split_seed: int | None = None) -> tuple[ScoredPairs, ScoredPairs]:
+    """DEV (the first half of ``split_seed``'s split, if any) split into the verifier's
+    training part and its calibration part."""
+    train, _ = split_pairs(dev.pairs, seed=inner_seed(split_seed))
     chosen = {id(p) for p in train}
     mask = np.array([id(p) in chosen for p in dev.pairs], dtype=bool)
     return dev.subset(np.flatnonzero(mask)), dev.subset(np.flatnonzero(~mask))
@@ -183,21 +215,42 @@ def evaluate_verifier(
     model: PairVerifier | None = None,
     namespace: str = "",
     settings: TrainSettings = DEFAULT_TRAINING,
+    split_seed: int | None = None,
 ) -> RuleReport:
     """The verifier rule: score >= a threshold calibrated on DEV, measured on TEST.
 
     Without ``model``, one is trained on half of DEV and the threshold calibrated on the
-    other half; with ``model`` (trained elsewhere, e.g. on other sources), all of DEV
-    calibrates.  TEST is only measured.
+    other half; with ``model`` (trained elsewhere, e.g. on other sources), all of DEV but the
+    model's training pairs calibrates, and those are left out of TEST too.  TEST is only
+    measured.  Raises ``VerifierError`` when no pair is left to train, calibrate or measure on.
     """
     if model is None:
-        fit, calib = dev_halves(dev)
+        fit, calib = dev_halves(dev, split_seed)
+        if not len(fit.pairs) or not len(calib.pairs):
+            raise VerifierError(
+                f"DEV has {len(dev.pairs)} pairs: too few to train a verifier on one half and "
+                "calibrate it on the other"
+            )
         model = train_verifier(fit.features(), fit.labels, namespace=namespace,
                                settings=settings).model  # fmt: skip
     else:
-        calib = dev
+        calib, test = unseen(dev, model), unseen(test, model)
+        for name, part in (("DEV", calib), ("TEST", test)):
+            if not len(part.pairs):
+                raise VerifierError(
+                    f"every {name} pair is one the verifier was trained on: calibrate and "
+                    "measure it on other pairs (another --split-seed, or other files)"
+                )
     dev_scores, test_scores = model.scores(calib.features()), model.scores(test.features())
     return measured(dev_scores, calib.labels, test_scores, test.labels, target, z)
+
+
+def unseen(scored: ScoredPairs, model: PairVerifier) -> ScoredPairs:
+    """The pairs ``model`` was not trained on (all of them when its file does not say)."""
+    keep = [i for i, p in enumerate(scored.pairs) if not model.was_trained_on(p.a, p.b)]
+    if len(keep) == len(scored.pairs):
+        return scored
+    return scored.subset(np.array(keep, dtype=np.intp))
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,6 +260,9 @@ class EvalReport:
     decision: RuleReport
     dev_n: int
     verifier: RuleReport | None = None
+    # DEV + TEST pairs left out of the verifier rule as the given model's training pairs
+    # (0 for a verifier trained here on half of DEV; None: the model file does not say)
+    verifier_excluded: int | None = 0
 
     def as_json(self) -> dict[str, object]:
         top = self.decision.as_json()
@@ -214,13 +270,14 @@ class EvalReport:
             # the full decision's figures at the top level (what the gateway would do) ...
             "threshold": top["threshold"], "precision": top["precision"],
             "recall": top["recall"], "auc": top["auc"], "n": top["n"],
+            "target_met": top["target_met"],
             "guards": top["guards"], "target_precision": self.target_precision,
             "dev_n": self.dev_n,
             # ... and every rule in full
             "plain": self.plain.as_json(), "decision": top,
         }  # fmt: skip
         if self.verifier is not None:
-            out["verifier"] = self.verifier.as_json()
+            out["verifier"] = self.verifier.as_json() | {"excluded": self.verifier_excluded}
         return out
 
 
@@ -233,16 +290,28 @@ def evaluate(
     verifier: bool = False,
     model: PairVerifier | None = None,
     namespace: str = "",
+    split_seed: int | None = None,
 ) -> EvalReport:
-    """Plain and decision; with ``verifier`` (or a ``model``) the verifier rule too."""
+    """Plain and decision; with ``verifier`` (or a ``model``) the verifier rule too.
+
+    ``split_seed``: the outer split DEV and TEST came from, if any (the verifier's inner
+    split of DEV must use another seed)."""
     guards = choose_guards(dev, target, z)
     learned = None
+    excluded: int | None = 0
+    if model is not None:
+        excluded = None
+        if model.trained_pairs is not None:
+            kept = len(unseen(dev, model).pairs) + len(unseen(test, model).pairs)
+            excluded = len(dev.pairs) + len(test.pairs) - kept
     if verifier or model is not None:
-        learned = evaluate_verifier(dev, test, target, z, model=model, namespace=namespace)
+        learned = evaluate_verifier(dev, test, target, z, model=model, namespace=namespace,
+                                    split_seed=split_seed)  # fmt: skip
     return EvalReport(
         target_precision=target,
         plain=evaluate_rule(dev, test, (), target, z),
         decision=evaluate_rule(dev, test, guards, target, z),
         dev_n=len(dev.pairs),
         verifier=learned,
+        verifier_excluded=excluded,
     )

@@ -16,7 +16,10 @@ calibrated like the cosine one (``calibrate.py``: Wilson lower bound of precisio
 Run time is numpy only: features are a few tens of microseconds per pair, the model one small
 matrix product.  A model file records the embedder namespace (``model_id@version``) it was
 trained on; loading it under another embedder is refused, since its weights read dimensions
-of that embedding space.
+of that embedding space.  It also keeps an 8-byte digest of every training pair (as the
+cross-encoder's file does), so ``cache eval / calibrate --verifier`` never calibrates or
+measures on a pair the model was trained on; a file written before that has
+``trained_pairs=None`` (unknown).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ import numpy as np
 import numpy.typing as npt
 
 from hybrid_gateway.cache.semantic import guards
+from hybrid_gateway.cache.semantic.cross_encoder import pair_digest
 from hybrid_gateway.embedding.base import Matrix, Vector
 
 FORMAT = "hybrid-gateway-verifier/1"  # bump when the features or the file layout change
@@ -109,6 +113,11 @@ class PairVerifier:
     w2: Floats  # (hidden or features,)
     b2: float
     trained_on: str = ""
+    trained_pairs: frozenset[bytes] | None = None  # digests (``pair_digest``); None: unknown
+
+    def was_trained_on(self, a: str, b: str) -> bool:
+        """Whether (a, b) was a training pair (False when the file does not say)."""
+        return self.trained_pairs is not None and pair_digest(a, b) in self.trained_pairs
 
     def scores(self, features: Floats) -> Floats:
         """Probability-like scores (0..1) of a feature matrix."""
@@ -130,11 +139,16 @@ class PairVerifier:
     def save(self, path: str | Path) -> None:
         file = Path(path)
         file.parent.mkdir(parents=True, exist_ok=True)
+        extra: dict[str, npt.NDArray[np.uint8]] = {}
+        if self.trained_pairs is not None:
+            joined = b"".join(sorted(self.trained_pairs))
+            extra["trained_pairs"] = np.frombuffer(joined, dtype=np.uint8)
         with file.open("wb") as handle:
             np.savez_compressed(
-                handle, format=np.array(FORMAT), namespace=np.array(self.namespace),
-                trained_on=np.array(self.trained_on), mean=self.mean, scale=self.scale,
-                w1=self.w1, b1=self.b1, w2=self.w2, b2=np.array(self.b2),
+                handle, allow_pickle=False, format=np.array(FORMAT),
+                namespace=np.array(self.namespace), trained_on=np.array(self.trained_on),
+                mean=self.mean, scale=self.scale, w1=self.w1, b1=self.b1, w2=self.w2,
+                b2=np.array(self.b2), **extra,
             )  # fmt: skip
 
 
@@ -143,10 +157,14 @@ def load_verifier(path: str | Path, namespace: str | None = None) -> PairVerifie
     try:
         with np.load(Path(path), allow_pickle=False) as data:
             fmt = str(data["format"])
+            digests = None  # a file from before the digests were kept
+            if "trained_pairs" in data.files:
+                joined = data["trained_pairs"].tobytes()
+                digests = frozenset(joined[i : i + 8] for i in range(0, len(joined), 8))
             model = PairVerifier(
                 namespace=str(data["namespace"]), mean=data["mean"], scale=data["scale"],
                 w1=data["w1"], b1=data["b1"], w2=data["w2"], b2=float(data["b2"]),
-                trained_on=str(data["trained_on"]),
+                trained_on=str(data["trained_on"]), trained_pairs=digests,
             )  # fmt: skip
     except (OSError, KeyError, ValueError) as exc:
         raise VerifierError(f"{path}: not a verifier model file ({exc})") from None

@@ -13,7 +13,7 @@ Deterministic for a given seed; a few seconds on one core for ten thousand pairs
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -56,12 +56,19 @@ def train_verifier(
     namespace: str,
     settings: TrainSettings = DEFAULT_TRAINING,
     trained_on: str = "",
+    trained_pairs: frozenset[bytes] | None = None,
 ) -> TrainResult:
-    """Fit on ``features``/``labels``; stop early and pick the weight decay on an inner split."""
+    """Fit on ``features``/``labels``; stop early and pick the weight decay on an inner split.
+
+    ``trained_pairs`` (the pairs' ``pair_digest``) goes into the model file, so an evaluation
+    can leave those pairs out."""
     results = [
         _train_one(features, labels, namespace, settings, l2, trained_on) for l2 in settings.l2
     ]
-    return min(results, key=lambda r: r.holdout_loss)
+    best = min(results, key=lambda r: r.holdout_loss)
+    if trained_pairs is None:
+        return best
+    return replace(best, model=replace(best.model, trained_pairs=trained_pairs))
 
 
 def _train_one(
