@@ -129,3 +129,22 @@ def test_both_models_at_once_is_refused_first(
     err = run(tmp_path, capsys, "calibrate", "--pairs", str(good), "--config",
               str(config(tmp_path)), "--verifier", "v.npz", "--reranker", "r.npz")  # fmt: skip
     assert "calibrate one at a time" in err
+
+
+def test_train_reranker_bad_input_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Refused before torch is imported or anything trained: runs without the [train] extra."""
+    out = str(tmp_path / "r.npz")
+    bad = write(tmp_path, "bad.tsv", "a\tb\tmaybe\n")
+    good = write(tmp_path, "good.tsv", "a\tb\t1\n")
+    cases = [
+        (["--pairs", str(bad)], "bad.tsv:1: expected a label 0 or 1"),
+        (["--pairs", str(tmp_path / "missing.tsv")], "missing.tsv: No such file or directory"),
+        (["--pairs", str(good), "--sample", "0"], "--sample must be >= 1"),
+    ]
+    for args, expected in cases:
+        assert main(["cache", "train-reranker", *args, "--out", out]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and expected in err, err
+    assert not Path(out).exists()

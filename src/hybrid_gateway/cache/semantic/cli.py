@@ -143,14 +143,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.action == "train-reranker":
-        return cli_reranker.train(args)
-    problem = _usage_error(args)
-    if problem is not None:
-        print(problem, file=sys.stderr)
-        return 2
     # every failure below is one line naming the file (and line or field) and exit code 2
     try:
+        if args.action == "train-reranker":
+            return cli_reranker.train(args)
+        problem = _usage_error(args)
+        if problem is not None:
+            print(problem, file=sys.stderr)
+            return 2
         embedding = load_config(args.config).embedding if args.config else EmbeddingConfig()
         return _ACTIONS[args.action](args, embedding)
     except ConfigError as exc:

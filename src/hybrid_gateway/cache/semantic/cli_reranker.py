@@ -16,7 +16,7 @@ from pathlib import Path
 
 from hybrid_gateway.cache.semantic.cross_encoder import CrossEncoderError, load_cross_encoder
 from hybrid_gateway.cache.semantic.cross_encoder_train import FineTuneSettings, train_cross_encoder
-from hybrid_gateway.cache.semantic.evaluate import INNER_SEED
+from hybrid_gateway.cache.semantic.evaluate import inner_seed
 from hybrid_gateway.cache.semantic.pairs import load_pairs, split_pairs
 
 _DEFAULTS = FineTuneSettings()
@@ -47,10 +47,13 @@ def train(args: argparse.Namespace) -> int:
     if args.epochs <= 0 or args.lr <= 0 or args.batch_size < 1:
         print("--epochs and --lr must be > 0, --batch-size >= 1", file=sys.stderr)
         return 2
+    if args.sample is not None and args.sample < 1:
+        print("--sample must be >= 1", file=sys.stderr)
+        return 2
     pairs = [p for f in args.pairs for p in load_pairs(f, limit=args.sample, seed=args.seed)]
     if args.split_seed is not None:
         dev = split_pairs(pairs, seed=args.split_seed)[0]
-        pairs = split_pairs(dev, seed=INNER_SEED)[args.part - 1]
+        pairs = split_pairs(dev, seed=inner_seed(args.split_seed))[args.part - 1]
     if not pairs:
         print("no training pairs", file=sys.stderr)
         return 2
