@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, cast
 
@@ -16,7 +17,7 @@ from hybrid_gateway.cache.exact import MemoryExactCache
 from hybrid_gateway.cache.semantic.cache import CacheBounds, SemanticCache
 from hybrid_gateway.cache.semantic.decision import DecisionRule
 from hybrid_gateway.cache.semantic.hygiene import NoiseStripper
-from hybrid_gateway.cache.semantic.stage import SemanticStage
+from hybrid_gateway.cache.semantic.stage import SemanticStage, compile_uncacheable
 from hybrid_gateway.observability.request_log import SqliteRequestLog
 from hybrid_gateway.pipeline.gateway import Pipeline, PipelineParts, Router
 from hybrid_gateway.resilience.clock import ManualClock
@@ -236,3 +237,18 @@ async def test_an_answer_made_under_a_budget_downgrade_is_not_stored(
     stack.pipeline.replace_router(cast(Router, FixedRouter()))  # the budget turned over
     await stack.ask(chat("What is the meaning of life?", stream=stream))
     assert stack.upstream.calls == 3 and await stack.stored() == (1, 1)
+
+
+async def test_uncacheable_patterns_keep_the_exact_cache_clean_with_the_semantic_cache_off(
+    stack: Stack,
+) -> None:
+    stack.pipeline = Pipeline(replace(
+        stack.pipeline._p, semantic=None, uncacheable=compile_uncacheable(UNCACHEABLE),
+    ))  # fmt: skip
+    for _ in range(2):
+        rec, _ = await stack.ask(chat("What is my balance?"))
+        assert rec.cache is CacheOutcome.BYPASS and rec.extra["cache_checks"] == "uncacheable"
+    await stack.ask(chat("Name a colour"))
+    again, _ = await stack.ask(chat("Name a colour"))
+    assert again.cache is CacheOutcome.EXACT
+    assert stack.upstream.calls == 3 and stack.exact.entries == 1

@@ -15,7 +15,7 @@ from hybrid_gateway.accounting.prices import Price
 from hybrid_gateway.api.ids import RequestIds
 from hybrid_gateway.cache.exact import ExactCache, MemoryExactCache
 from hybrid_gateway.cache.semantic.build import build_semantic_stage
-from hybrid_gateway.cache.semantic.stage import SemanticStage
+from hybrid_gateway.cache.semantic.stage import SemanticStage, compile_uncacheable
 from hybrid_gateway.config import GatewayConfig, read_api_key, resolve_path
 from hybrid_gateway.embedding.factory import SharedEmbedder, build_embedder
 from hybrid_gateway.observability.build_log import build_request_log
@@ -161,7 +161,8 @@ def build_runtime(
                       exact_cache=pipeline_cache, clock=clock,
                       tiers=tenancy.tiers if tenancy.tiers.active else None,
                       deferred=degradation.deferred, shedder=degradation.shedder,
-                      semantic=semantic, embedder=embedder)
+                      semantic=semantic, embedder=embedder,
+                      uncacheable=compile_uncacheable(config.cache.semantic.uncacheable_patterns))
     )  # fmt: skip
     return GatewayRuntime(
         config=config, pipeline=pipeline, channels=channels, exact_cache=exact,

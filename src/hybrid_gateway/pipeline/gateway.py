@@ -21,6 +21,7 @@ response headers, the request log and metrics.  Nothing here knows about HTTP.
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
@@ -30,7 +31,12 @@ from hybrid_gateway.accounting.prices import Price
 from hybrid_gateway.accounting.tokens import count_prompt_tokens, count_tokens
 from hybrid_gateway.cache.exact import ExactCache
 from hybrid_gateway.cache.semantic.hygiene import NoiseStripper, semantic_key
-from hybrid_gateway.cache.semantic.stage import UNCACHEABLE, SemanticStage, marked_uncacheable
+from hybrid_gateway.cache.semantic.stage import (
+    UNCACHEABLE,
+    SemanticStage,
+    marked_uncacheable,
+    uncacheable_question,
+)
 from hybrid_gateway.embedding.base import AsyncEmbedder
 from hybrid_gateway.embedding.lazy import LazyEmbedding, attach_embedding
 from hybrid_gateway.pipeline.key import request_key
@@ -88,6 +94,9 @@ class PipelineParts:
     semantic: SemanticStage | None = None
     # The shared embedder: every request's record gets a lazily computed question vector.
     embedder: AsyncEmbedder | None = None
+    # cache.semantic.uncacheable_patterns, compiled: they keep questions out of the exact cache
+    # too, also while the semantic cache is off (on, its stage matches them in ``prepare``)
+    uncacheable: tuple[re.Pattern[str], ...] = ()
 
 
 class Pipeline:
@@ -110,7 +119,7 @@ class Pipeline:
         if cache is None and semantic is None:
             record.cache = CacheOutcome.BYPASS
             return CacheLookup(CacheOutcome.BYPASS, key)
-        reason = _bypass_reason(request, record)
+        reason = self._bypass_reason(request, record)
         if reason is not None:  # neither looked up nor, later, stored (``_storable``)
             record.cache = CacheOutcome.BYPASS
             record.extra["cache_checks"] = reason
@@ -127,6 +136,17 @@ class Pipeline:
         record.similarity = 1.0
         record.usage = entry.usage
         return CacheLookup(CacheOutcome.EXACT, key, entry, 1.0)
+
+    def _bypass_reason(self, request: ChatRequest, record: RequestRecord) -> str | None:
+        """Why neither cache may answer this request nor keep its answer; None: both may."""
+        if marked_uncacheable(record):  # the semantic stage's ``prepare`` matched the operator's
+            return UNCACHEABLE
+        if self._p.semantic is None and uncacheable_question(self._p.uncacheable, request):
+            return UNCACHEABLE  # the same patterns, with the semantic cache off
+        body = request.body
+        if body.get("logprobs") or body.get("top_logprobs") is not None:
+            return "logprobs"  # a cached answer keeps no logprobs, and a replay has none
+        return None
 
     def _attach_embedding(self, request: ChatRequest, record: RequestRecord) -> None:
         if self._p.semantic is not None:
@@ -259,16 +279,6 @@ _DEFAULT_STRIPPER = NoiseStripper()
 async def _iterate(events: list[bytes]) -> AsyncIterator[bytes]:
     for event in events:
         yield event
-
-
-def _bypass_reason(request: ChatRequest, record: RequestRecord) -> str | None:
-    """Why neither cache may answer this request nor keep its answer; None: both may."""
-    if marked_uncacheable(record):  # the semantic stage's ``prepare`` matched the operator's
-        return UNCACHEABLE
-    body = request.body
-    if body.get("logprobs") or body.get("top_logprobs") is not None:
-        return "logprobs"  # a cached answer keeps no logprobs, and a replay has none
-    return None
 
 
 def _storable(record: RequestRecord) -> bool:

@@ -76,8 +76,9 @@ class SemanticCacheConfig(Strict):
     # developer messages, where clients inject "now" ("system"), from every message ("all"),
     # or kept ("none").  In a user's own words they are usually the question.
     strip_timestamps: Literal["none", "system", "all"] = "system"
-    # Questions matching any of these (case-insensitive) are never looked up nor stored: the
-    # operator's way to mark answers uncacheable (account balances, anything personal).
+    # Questions matching any of these (case-insensitive) are never looked up nor stored, in
+    # either cache (also while the semantic cache is off): the operator's way to mark answers
+    # uncacheable (account balances, anything personal).
     uncacheable_patterns: tuple[str, ...] = ()
 
     @model_validator(mode="after")

@@ -48,6 +48,26 @@ _CHECKS = "cache_checks"
 UNCACHEABLE = "uncacheable"
 
 
+def uncacheable_question(
+    patterns: Sequence[re.Pattern[str]], request: ChatRequest, key: SemanticKey | None = None
+) -> bool:
+    """Does the last user message match one of ``patterns``, as sent (or as ``key`` has it,
+    noise-stripped)?"""
+    if not patterns or not request.messages:
+        return False
+    last = request.messages[-1]
+    if last.get("role") != "user":
+        return False
+    texts = [message_text(last.get("content"))]
+    if key is not None:
+        texts.append(key.question)
+    return any(p.search(text) for p in patterns for text in texts)
+
+
+def compile_uncacheable(patterns: Sequence[str]) -> tuple[re.Pattern[str], ...]:
+    return tuple(re.compile(p, re.IGNORECASE) for p in patterns)
+
+
 def marked_uncacheable(record: RequestRecord) -> bool:
     """Did ``prepare`` find the operator's uncacheable pattern in this request's question?"""
     return record.extra.get(_CHECKS) == UNCACHEABLE
@@ -88,7 +108,7 @@ class SemanticStage:
         self.embedder = embedder
         self.stripper = stripper
         self.shared_scopes = shared_scopes
-        self._uncacheable = [re.compile(p, re.IGNORECASE) for p in uncacheable]
+        self._uncacheable = compile_uncacheable(uncacheable)
         self._rerank = rerank
 
     def store_status(self) -> dict[str, object] | None:
@@ -113,15 +133,7 @@ class SemanticStage:
     def uncacheable(self, request: ChatRequest, key: SemanticKey | None = None) -> bool:
         """Does the question match an uncacheable pattern, as sent or noise-stripped?  (The
         stripper may remove the very id or number a pattern is aimed at.)"""
-        if not self._uncacheable or not request.messages:
-            return False
-        last = request.messages[-1]
-        if last.get("role") != "user":
-            return False
-        texts = [message_text(last.get("content"))]
-        if key is not None:
-            texts.append(key.question)
-        return any(p.search(text) for p in self._uncacheable for text in texts)
+        return uncacheable_question(self._uncacheable, request, key)
 
     def replace_decision(self, rule: DecisionRule, reranker: RerankerConfig | None) -> None:
         """Hot reload: the next lookup is judged by ``rule`` and the reranker's ``min_score`` and
