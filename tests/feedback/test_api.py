@@ -168,3 +168,19 @@ async def test_a_store_failure_is_an_openai_style_500(client: TestClient[Any, An
     error = (await response.json())["error"]
     assert error["code"] == "internal_error" and "Traceback" not in error["message"]
     assert error["request_id"] == response.headers["x-request-id"]
+
+
+async def test_a_chunked_body_over_the_server_limit_is_413(client: TestClient[Any, Any]) -> None:
+    """No Content-Length: aiohttp stops reading at the server's limit; still a 413, not a 500."""
+
+    async def chunks() -> AsyncIterator[bytes]:
+        yield b'{"request_id": "req_a", "rating": "up", "comment": "'
+        for _ in range(40):
+            yield b"x" * 65536  # 2.5 MiB in all: past the server's max_body_bytes
+        yield b'"}'
+
+    response = await client.post("/v1/feedback", data=chunks(),
+                                 headers={"Content-Type": "application/json"})  # fmt: skip
+    assert response.status == 413
+    error = (await response.json())["error"]
+    assert error["code"] == "request_too_large" and error["request_id"].startswith("req_")

@@ -44,6 +44,10 @@ def error_response(
 ) -> web.Response:
     out = dict(headers or {})
     out["x-request-id"] = request_id
+    if isinstance(exc, web.HTTPException):  # aiohttp's own, e.g. 413 from request.read()
+        response = http_error_response(exc, request_id)
+        response.headers.update(out)
+        return response
     if isinstance(exc, GatewayError):
         status = exc.status
         payload = gateway_error_payload(exc, request_id)

@@ -12,6 +12,7 @@ the upstream sees the disconnect and frees the request's slot.
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
@@ -65,6 +66,7 @@ class OpenAIChannel:
         }
         if api_key:
             self._headers["Authorization"] = f"Bearer {api_key}"
+        self._api_key = api_key
         self._slots = asyncio.Semaphore(config.max_concurrency)
 
     async def aclose(self) -> None:
@@ -197,7 +199,7 @@ class OpenAIChannel:
 
     def _status_error(self, head: Head, raw: bytes) -> InvalidRequest | UpstreamError | Overloaded:
         status, headers = head.status, head.headers
-        detail = _error_message(raw)
+        detail = _scrub(_error_message(raw), self._api_key)
         if status in (400, 413, 422):
             return UpstreamRejected(f"channel {self.name} rejected the request: {detail}")
         if status == 429:
@@ -211,6 +213,18 @@ class OpenAIChannel:
         return UpstreamUnavailable(
             f"channel {self.name} answered HTTP {status}: {detail}", channel=self.name, code=code
         )
+
+
+# A bearer token or an OpenAI-style secret key in an upstream's error text ("invalid token:
+# Bearer sk-live-...", echoed by some proxies and self-hosted servers)
+_SECRET = re.compile(r"(?i)\bbearer\s+\S+|\bsk-[A-Za-z0-9_-]{8,}")
+
+
+def _scrub(detail: str, api_key: str | None) -> str:
+    """The upstream's error text as the client may see it: the channel's credentials masked."""
+    if api_key:
+        detail = detail.replace(api_key, "[redacted]")
+    return _SECRET.sub("[redacted]", detail)
 
 
 def _error_message(raw: bytes) -> str:
