@@ -87,10 +87,13 @@ async def test_client_that_hangs_up_mid_stream_frees_the_upstream(
     while row is None and time.monotonic() < deadline + 5:
         with sqlite3.connect(log_path) as db:
             row = db.execute(
-                "SELECT status, error_code FROM requests WHERE request_id = ?", (request_id,)
+                "SELECT status, error_code, completion_tokens, cost_usd FROM requests "
+                "WHERE request_id = ?",
+                (request_id,),
             ).fetchone()
         await asyncio.sleep(0.05)
-    assert row == (499, "client_closed_request")
+    assert row is not None and row[:2] == (499, "client_closed_request")
+    assert row[2] > 0 and row[3] > 0  # what was generated before the hang-up is billed
 
 
 def test_stream_is_relayed_while_the_upstream_is_still_generating(

@@ -252,3 +252,23 @@ async def test_uncacheable_patterns_keep_the_exact_cache_clean_with_the_semantic
     again, _ = await stack.ask(chat("Name a colour"))
     assert again.cache is CacheOutcome.EXACT
     assert stack.upstream.calls == 3 and stack.exact.entries == 1
+
+
+async def test_a_stream_the_client_leaves_midway_is_billed_for_what_came(stack: Stack) -> None:
+    def piece(text: str, finish: str | None = None) -> dict[str, Any]:
+        return {"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": finish}]}
+
+    stack.upstream.chunks = [
+        piece("one two three four "),
+        piece("five six "),
+        piece("seven", "stop"),
+    ]
+    rec = record()
+    async with stack.pipeline.stream(chat("Count to seven", stream=True), rec) as events:
+        async for _ in events:
+            break  # the client hangs up after the first event
+        assert rec.usage is None  # nothing billed while the stream is open
+    assert rec.usage is not None and rec.usage.estimated
+    assert rec.usage.completion_tokens > 0 and rec.cost_usd > 0
+    assert rec.extra["stream_incomplete"] is True
+    assert await stack.stored() == (0, 0)  # half an answer is never cached

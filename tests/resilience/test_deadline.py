@@ -233,6 +233,31 @@ async def test_a_stream_that_starts_in_time_is_relayed_unchanged() -> None:
     assert store.get("req_1", "acme") is None
 
 
+async def test_a_stream_the_client_leaves_in_time_keeps_what_the_shadow_billed() -> None:
+    runner, _, _, _ = setup()
+    go_on = asyncio.Event()
+
+    @asynccontextmanager
+    async def open_stream(
+        request: ChatRequest, record: RequestRecord, key: str, *, cache: bool = True
+    ) -> AsyncIterator[AsyncIterator[bytes]]:
+        async def events() -> AsyncIterator[bytes]:
+            try:
+                yield frame_json({"choices": [{"index": 0, "delta": {"content": "one"}}]})
+                await go_on.wait()  # the rest never comes: the client leaves first
+                yield DONE_EVENT
+            finally:  # as the pipeline's relay does: bill what was generated
+                record.usage, record.cost_usd = Usage(3, 1), 0.25
+
+        yield events()
+
+    rec = record()
+    async with runner.stream(REQUEST, rec, "k", open_stream) as events:
+        async for _ in events:
+            break  # the client hangs up after the first event
+    assert rec.usage == Usage(3, 1) and rec.cost_usd == 0.25
+
+
 async def test_a_stream_that_fails_before_its_first_byte_raises_as_before() -> None:
     runner, _, _, _ = setup()
     rec = record()

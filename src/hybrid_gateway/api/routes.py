@@ -127,6 +127,7 @@ async def _stream(
     started: float,
 ) -> web.StreamResponse:
     response: web.StreamResponse | None = None
+    failure: tuple[int, str] | None = None
     async with runtime.pipeline.stream(chat, record) as events:
         cost_known = record.cache in (CacheOutcome.EXACT, CacheOutcome.SEMANTIC)
         response = web.StreamResponse(
@@ -139,11 +140,14 @@ async def _stream(
                 await response.write(event)
         except GatewayError as exc:
             # Bytes are already on the wire: the failure travels as an SSE error event.
-            record.status, record.error_code = exc.status, exc.code
+            failure = exc.status, exc.code
             await response.write(frame_json(gateway_error_payload(exc, record.request_id)))
         except (ConnectionResetError, ConnectionError):
             # The client went away: leaving this block closes the upstream request too.
-            record.status, record.error_code = 499, "client_closed_request"
+            failure = 499, "client_closed_request"
+    # set once the pipeline has closed the stream (and billed what was generated)
+    if failure is not None:
+        record.status, record.error_code = failure
     record.latency_ms = (runtime.clock.now() - started) * 1000
     runtime.record_done(record)
     if record.status != 499:

@@ -22,7 +22,7 @@ response headers, the request log and metrics.  Nothing here knows about HTTP.
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from typing import Protocol
@@ -230,7 +230,16 @@ class Pipeline:
     ) -> AsyncIterator[AsyncIterator[bytes]]:
         started = self._p.clock.now()
         async with self._p.dispatcher.open_stream(record, request.body) as (channel, payloads):
-            yield self._relay(request, record, channel.name, payloads, started, key, cache)
+            relay = self._relay(request, record, channel.name, payloads, started, key, cache)
+            try:
+                yield relay
+            finally:
+                # a client that hung up (or an upstream that broke) leaves the relay suspended:
+                # close it now, so what was generated is billed before the request is logged
+                await relay.aclose()
+                if record.usage is None:  # never started: the upstream had the prompt
+                    prompt = Usage(_prompt_estimate(request), 0, estimated=True)
+                    self._settle(record, channel.name, prompt)
 
     async def _relay(
         self,
@@ -241,24 +250,26 @@ class Pipeline:
         started: float,
         key: str,
         cache: bool = True,
-    ) -> AsyncIterator[bytes]:
+    ) -> AsyncGenerator[bytes, None]:
         assembler = StreamAssembler(include_usage=request.include_usage)
         clock = self._p.clock
-        async for payload in payloads:
-            if record.ttft_ms is None:
-                record.ttft_ms = (clock.now() - started) * 1000
-            out = assembler.feed(payload)
-            if out is not None:
-                yield out
-            if assembler.done:
-                break
-        record.upstream_ms = (clock.now() - started) * 1000
-        usage = assembler.final_usage(_prompt_estimate(request))
-        self._settle(record, channel, usage)
+        try:
+            async for payload in payloads:
+                if record.ttft_ms is None:
+                    record.ttft_ms = (clock.now() - started) * 1000
+                out = assembler.feed(payload)
+                if out is not None:
+                    yield out
+                if assembler.done:
+                    break
+        finally:  # also when the client hangs up or the upstream breaks: bill what came
+            record.upstream_ms = (clock.now() - started) * 1000
+            usage = assembler.final_usage(_prompt_estimate(request))
+            self._settle(record, channel, usage)
+            if not assembler.done:
+                record.extra["stream_incomplete"] = True
         if assembler.usage is None and request.include_usage:
             yield assembler.usage_event(usage)
-        if not assembler.done:
-            record.extra["stream_incomplete"] = True
         if cache and _storable(record) and assembler.cacheable:
             body = assembler.completion_body(usage)
             if self._p.exact_cache is not None:

@@ -209,6 +209,7 @@ class DeferredRunner:
             if not producer.done():
                 producer.cancel()
             await asyncio.gather(producer, return_exceptions=True)
+            _copy(shadow, record)  # the relay's own copy does not run if the client hung up
 
     async def _produce(
         self,
