@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from hybrid_gateway.resilience.breaker import (
+    Admission,
     BreakerSettings,
     BreakerState,
     CircuitBreaker,
@@ -31,11 +32,15 @@ def state(breaker: CircuitBreaker) -> BreakerState:
 
 def feed(breaker: CircuitBreaker, ok: int, failed: int) -> None:
     for _ in range(ok):
-        assert breaker.allow()
-        breaker.record(Outcome.SUCCESS)
+        breaker.record(Outcome.SUCCESS, admit(breaker))
     for _ in range(failed):
-        assert breaker.allow()
-        breaker.record(Outcome.FAILURE)
+        breaker.record(Outcome.FAILURE, admit(breaker))
+
+
+def admit(breaker: CircuitBreaker) -> Admission:
+    admission = breaker.allow()
+    assert admission is not None
+    return admission
 
 
 def test_stays_closed_under_min_requests() -> None:
@@ -77,9 +82,9 @@ async def test_half_open_after_open_s_then_probe_success_closes() -> None:
     assert 0 < breaker.retry_after_s() < 0.2
     await clock.advance(0.1)
     assert state(breaker) is BreakerState.HALF_OPEN
-    assert breaker.allow()  # the one probe
+    probe = admit(breaker)  # the one probe
     assert not breaker.allow()  # no second request while it runs
-    breaker.record(Outcome.SUCCESS)
+    breaker.record(Outcome.SUCCESS, probe)
     assert state(breaker) is BreakerState.CLOSED
     assert breaker.allow()
     assert [new for _, _, new in listener.seen] == [
@@ -93,9 +98,9 @@ async def test_probe_failure_reopens_for_another_open_s() -> None:
     breaker, clock, listener = make(probes=2)
     feed(breaker, 0, 20)
     await clock.advance(30.0)
-    assert breaker.allow() and breaker.allow()
+    probe, _ = admit(breaker), admit(breaker)
     assert not breaker.allow()
-    breaker.record(Outcome.FAILURE)
+    breaker.record(Outcome.FAILURE, probe)
     assert breaker.state is BreakerState.OPEN
     assert breaker.retry_after_s() == 30.0
     assert [(old, new) for _, old, new in listener.seen] == [
@@ -109,7 +114,67 @@ async def test_ignored_outcome_frees_the_probe_slot() -> None:
     breaker, clock, _ = make()
     feed(breaker, 0, 20)
     await clock.advance(30.0)
-    assert breaker.allow()
-    breaker.record(Outcome.IGNORED)
+    breaker.record(Outcome.IGNORED, admit(breaker))
     assert breaker.state is BreakerState.HALF_OPEN
     assert breaker.allow()
+
+
+async def tripped_with_stale(breaker: CircuitBreaker, clock: ManualClock) -> list[Admission]:
+    """Ten requests let through while closed, still running as failures open the breaker
+    and it turns half-open."""
+    stale = [admit(breaker) for _ in range(10)]
+    feed(breaker, 0, 20)
+    await clock.advance(30.0)
+    assert state(breaker) is BreakerState.HALF_OPEN
+    return stale
+
+
+async def test_a_stale_success_does_not_close_while_the_probe_runs() -> None:
+    breaker, clock, _ = make()
+    stale = await tripped_with_stale(breaker, clock)
+    probe = admit(breaker)
+    breaker.record(Outcome.SUCCESS, stale[0])  # let through long before: says nothing now
+    assert state(breaker) is BreakerState.HALF_OPEN
+    breaker.record(Outcome.SUCCESS, probe)
+    assert state(breaker) is BreakerState.CLOSED
+
+
+async def test_a_stale_failure_does_not_reopen() -> None:
+    breaker, clock, _ = make()
+    stale = await tripped_with_stale(breaker, clock)
+    probe = admit(breaker)
+    breaker.record(Outcome.FAILURE, stale[0])
+    assert state(breaker) is BreakerState.HALF_OPEN
+    breaker.record(Outcome.SUCCESS, probe)
+    assert state(breaker) is BreakerState.CLOSED
+    for old in stale[1:]:  # and once closed again, the old failures do not count either
+        breaker.record(Outcome.FAILURE, old)
+    feed(breaker, 0, 11)
+    assert state(breaker) is BreakerState.CLOSED  # 11 failures < min_requests (20 with them)
+
+
+async def test_a_stale_cancellation_frees_no_probe_slot() -> None:
+    breaker, clock, _ = make()
+    stale = await tripped_with_stale(breaker, clock)
+    assert breaker.allow()  # the probe, still running
+    breaker.record(Outcome.IGNORED, stale[0])
+    assert not breaker.allow()  # no second probe
+
+
+async def test_a_probe_outcome_after_the_breaker_moved_on_is_stale() -> None:
+    breaker, clock, _ = make(probes=2)
+    feed(breaker, 0, 20)
+    await clock.advance(30.0)
+    first, second = admit(breaker), admit(breaker)
+    breaker.record(Outcome.FAILURE, first)  # re-opens
+    breaker.record(Outcome.SUCCESS, second)  # the other probe of that half-open: too late
+    assert state(breaker) is BreakerState.OPEN
+
+
+async def test_an_outcome_without_admission_counts_only_while_closed() -> None:
+    breaker, clock, _ = make()
+    feed(breaker, 0, 20)
+    await clock.advance(30.0)
+    assert admit(breaker).probe
+    breaker.record(Outcome.SUCCESS)  # not the probe's
+    assert state(breaker) is BreakerState.HALF_OPEN

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from hybrid_gateway.upstreams import http1
 from hybrid_gateway.upstreams.http1 import (
     ConnectFailed,
     ConnectionBroken,
@@ -37,6 +38,10 @@ class Reader:
             if line.lower().startswith(b"content-length:"):
                 length = int(line.split(b":")[1])
         return head + await self._reader.readexactly(length)
+
+    async def hung_up(self) -> bool:
+        """Wait for the client's next move: True when it closed the connection."""
+        return await self._reader.read(1) == b""
 
 
 Script = Callable[[Reader, asyncio.StreamWriter, int], Awaitable[None]]
@@ -249,18 +254,23 @@ async def test_https_with_a_private_ca(tmp_path: Path) -> None:
             await untrusted.send(request(untrusted))
 
 
-async def test_reused_connection_dropped_before_answering_is_retried_once_fresh() -> None:
-    async def flaky_first(reader: Reader, writer: asyncio.StreamWriter, n: int) -> None:
-        if n == 1:
-            await reader.request()
-            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nfirst")
-            await writer.drain()
-            await reader.request()  # takes the second request on the reused connection...
-            writer.transport.abort()  # ...and drops it without a byte (an idle-close race)
-            return
-        await keep_alive_json(reader, writer, n)
+async def _drop_the_second(reader: Reader, writer: asyncio.StreamWriter, n: int) -> None:
+    if n == 1:
+        await reader.request()
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nfirst")
+        await writer.drain()
+        await reader.request()  # takes the second request on the reused connection...
+        writer.transport.abort()  # ...and drops it without a byte
+        return
+    await keep_alive_json(reader, writer, n)
 
-    async with server(flaky_first) as (port, seen):
+
+async def test_reused_connection_dropped_before_answering_is_retried_once_fresh(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Within the window, as an idle-close race is (a wide window: no timing in this test).
+    monkeypatch.setattr(http1, "STALE_CLOSE_WINDOW_S", 60.0)
+    async with server(_drop_the_second) as (port, seen):
         p = pool(port)
         conn, _ = await p.send(request(p))
         assert await conn.read() == b"first"
@@ -270,6 +280,52 @@ async def test_reused_connection_dropped_before_answering_is_retried_once_fresh(
         p.release(conn)
         p.close()
     assert len([s for s in seen if s.startswith(b"POST")]) == 3
+
+
+async def test_reused_connection_dropped_late_is_not_sent_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Past the window, as an upstream that took the request and died working on it (no
+    # timing in this test: a negative window puts every drop past it).  It may have processed
+    # the request: the dispatcher's retry policy decides, not the pool.
+    monkeypatch.setattr(http1, "STALE_CLOSE_WINDOW_S", -1.0)
+    async with server(_drop_the_second) as (port, seen):
+        p = pool(port)
+        conn, _ = await p.send(request(p))
+        assert await conn.read() == b"first"
+        p.release(conn)
+        with pytest.raises(ConnectionBroken):
+            await p.send(request(p))
+        p.close()
+    assert len([s for s in seen if s.startswith(b"POST")]) == 2
+
+
+async def test_cancelled_while_awaiting_the_head_on_a_reused_connection_hangs_up() -> None:
+    # asyncio.timeout in the channel cancels just like this: the upstream must see the
+    # disconnect (and stop generating), not a socket left open with nobody to close it.
+    second_sent, hung_up = asyncio.Event(), asyncio.Event()
+
+    async def hold_the_second(reader: Reader, writer: asyncio.StreamWriter, n: int) -> None:
+        await reader.request()
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nfirst")
+        await writer.drain()
+        await reader.request()
+        second_sent.set()
+        if await reader.hung_up():
+            hung_up.set()
+
+    async with server(hold_the_second) as (port, _):
+        p = pool(port)
+        conn, _ = await p.send(request(p))
+        assert await conn.read() == b"first"
+        p.release(conn)
+        pending = asyncio.ensure_future(p.send(request(p)))  # reuses the pooled connection
+        await second_sent.wait()
+        pending.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await pending
+        await asyncio.wait_for(hung_up.wait(), 10)  # a guard against hanging, not a timing
+        p.close()
 
 
 async def _cut_mid_body(reader: Reader, writer: asyncio.StreamWriter, n: int) -> None:

@@ -7,7 +7,17 @@
 
 Outcomes are counted in a rolling window of buckets (``window_s`` split into ``_BUCKETS``), so
 memory does not grow with traffic.  In half-open at most ``half_open_probes`` requests are let
-through at a time.  State changes go to listeners (metrics attach there, like pybreaker's
+through at a time.
+
+Each request ``allow`` lets through gets an ``Admission``: the state's generation (one per state
+change) and whether it is a half-open probe.  ``record`` takes it back with the outcome, and only
+an outcome of the current generation counts: a probe's decides half-open, a closed-state
+admission's goes into the window.  A request let through while closed that ends after the
+breaker opened (and perhaps went half-open) changes nothing: a stale success must not close a
+breaker whose probe is still out, a stale failure must not re-open it, and a stale
+cancellation must not free a probe slot it never took.
+
+State changes go to listeners (metrics attach there, like pybreaker's
 ``CircuitBreakerListener.state_change``); nothing in here knows about metrics.
 """
 
@@ -22,7 +32,14 @@ from typing import Protocol
 
 from hybrid_gateway.resilience.clock import Clock
 
-__all__ = ["BreakerListener", "BreakerSettings", "BreakerState", "CircuitBreaker", "Outcome"]
+__all__ = [
+    "Admission",
+    "BreakerListener",
+    "BreakerSettings",
+    "BreakerState",
+    "CircuitBreaker",
+    "Outcome",
+]
 
 _BUCKETS = 10
 
@@ -39,6 +56,14 @@ class Outcome(enum.Enum):
     # The attempt says nothing about the channel's health (e.g. the gateway's own queue was
     # full): it frees a half-open probe slot and is not counted.
     IGNORED = "ignored"
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """What ``allow`` granted: hand it back to ``record`` with the request's outcome."""
+
+    generation: int  # the breaker's state generation when it was granted
+    probe: bool  # a half-open probe (holds one of its slots)
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +92,7 @@ class CircuitBreaker:
         self._s = settings
         self._listeners = tuple(listeners)
         self._state = BreakerState.CLOSED
+        self._generation = 0  # +1 on every state change: outcomes of older admissions are stale
         self._opened_at = 0.0
         self._probes = 0  # half-open requests in flight
         self._bucket_s = settings.window_s / _BUCKETS
@@ -87,26 +113,32 @@ class CircuitBreaker:
             return 0.0
         return max(0.0, self._opened_at + self._s.open_s - self._clock.now())
 
-    def allow(self) -> bool:
-        """May a request go to this channel now?  In half-open this takes a probe slot."""
+    def allow(self) -> Admission | None:
+        """May a request go to this channel now (None: no)?  In half-open this takes a probe
+        slot, which the request's ``record`` frees."""
         state = self.state
         if state is BreakerState.CLOSED:
-            return True
+            return Admission(self._generation, probe=False)
         if state is BreakerState.HALF_OPEN and self._probes < self._s.half_open_probes:
             self._probes += 1
-            return True
-        return False
+            return Admission(self._generation, probe=True)
+        return None
 
-    def record(self, outcome: Outcome) -> None:
-        """Report the outcome of a request that ``allow`` let through."""
-        if self._state is BreakerState.HALF_OPEN:
+    def record(self, outcome: Outcome, admission: Admission | None = None) -> None:
+        """Report the outcome of a request that ``allow`` let through with ``admission``.
+
+        Without an admission the outcome counts only while the breaker is closed.
+        """
+        if admission is not None and admission.generation != self._generation:
+            return  # let through before the last state change: says nothing about this one
+        if admission is not None and admission.probe:  # the generation is this half-open one
             self._probes = max(0, self._probes - 1)
             if outcome is Outcome.SUCCESS:
                 self._move(BreakerState.CLOSED)
             elif outcome is Outcome.FAILURE:
                 self._move(BreakerState.OPEN)
             return
-        if outcome is Outcome.IGNORED or self._state is BreakerState.OPEN:
+        if outcome is Outcome.IGNORED or self._state is not BreakerState.CLOSED:
             return
         slot = 0 if outcome is Outcome.SUCCESS else 1
         self._bucket()[slot + 1] += 1
@@ -141,6 +173,7 @@ class CircuitBreaker:
 
     def _move(self, new: BreakerState) -> None:
         old, self._state = self._state, new
+        self._generation += 1
         if new is BreakerState.OPEN:
             self._opened_at = self._clock.now()
         if new is not BreakerState.HALF_OPEN:

@@ -6,7 +6,10 @@ half-open).  A failed attempt is recorded in that channel's breaker; a retryable
 after the policy's wait if the budget allows, else the last error is raised; with
 ``retry_on_backup`` a retryable failure on the primary is retried on the backup at once
 (``fallback="failover"``).  A stream is only retried while opening: once its iterator is handed
-out, nothing here touches it again.
+out, it is never retried, but its breaker outcome waits for its end: a success when it delivers
+``[DONE]`` (or ends cleanly), a failure when the upstream breaks or stalls mid-stream, nothing
+when the client goes away first.  Each outcome goes back with the breaker's ``Admission`` for
+that attempt, so an attempt let through before the breaker last changed state counts for nothing.
 """
 
 from __future__ import annotations
@@ -17,11 +20,12 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol, TypeVar
 
 from hybrid_gateway.errors import CircuitOpen, GatewayError, Overloaded, RequestError, UpstreamError
-from hybrid_gateway.resilience.breaker import BreakerState, CircuitBreaker, Outcome
+from hybrid_gateway.resilience.breaker import Admission, BreakerState, CircuitBreaker, Outcome
 from hybrid_gateway.resilience.clock import Clock
 from hybrid_gateway.resilience.lanes import LaneGates
 from hybrid_gateway.resilience.retry import RetryBudget, RetryPolicy
 from hybrid_gateway.types import RequestRecord
+from hybrid_gateway.upstreams.sse import DONE
 
 __all__ = ["Channel", "DispatchParts", "Dispatcher", "LaneChannels", "RetryListener"]
 
@@ -80,6 +84,53 @@ def _outcome(exc: GatewayError) -> Outcome:
     return Outcome.IGNORED
 
 
+class _Verdict:
+    """One attempt's breaker outcome, reported once, with the admission it was let in on."""
+
+    __slots__ = ("_admission", "_breaker")
+
+    def __init__(self, breaker: CircuitBreaker | None, admission: Admission | None) -> None:
+        self._breaker, self._admission = breaker, admission
+
+    def settle(self, outcome: Outcome) -> None:
+        breaker, self._breaker = self._breaker, None
+        if breaker is not None:
+            breaker.record(outcome, self._admission)
+
+
+class _Judged:
+    """A stream's payloads, settling its verdict as soon as they show how the channel did.
+
+    A class, not an async generator: nothing to close, and no end left to a finalizer.  A
+    reader that stops early (the client went away) settles nothing here; ``open_stream``
+    settles ``IGNORED`` when its context exits.
+    """
+
+    __slots__ = ("_payloads", "_verdict")
+
+    def __init__(self, payloads: AsyncIterator[bytes], verdict: _Verdict) -> None:
+        self._payloads, self._verdict = payloads, verdict
+
+    def __aiter__(self) -> _Judged:
+        return self
+
+    async def __anext__(self) -> bytes:
+        try:
+            payload = await anext(self._payloads)
+        except StopAsyncIteration:
+            self._verdict.settle(Outcome.SUCCESS)  # ended cleanly
+            raise
+        except GatewayError as exc:  # the upstream broke or stalled mid-stream
+            self._verdict.settle(_outcome(exc))
+            raise
+        except BaseException:  # cancelled: the client went away
+            self._verdict.settle(Outcome.IGNORED)
+            raise
+        if payload.strip() == DONE:
+            self._verdict.settle(Outcome.SUCCESS)  # complete, whatever the client does next
+        return payload
+
+
 class Dispatcher:
     def __init__(self, parts: DispatchParts) -> None:
         self._p = parts
@@ -91,7 +142,10 @@ class Dispatcher:
             async with self._slot(record, channel):
                 return await channel.complete(body)
 
-        return await self._run(record, attempt)
+        channel, result, verdict = await self._run(record, attempt)
+        verdict.settle(Outcome.SUCCESS)
+        self._note_breaker(record, channel.name)
+        return channel, result
 
     @asynccontextmanager
     async def open_stream(
@@ -107,9 +161,13 @@ class Dispatcher:
                 raise
             return stack, payloads
 
-        channel, (stack, payloads) = await self._run(record, attempt)
-        async with stack:
-            yield channel, payloads
+        channel, (stack, payloads), verdict = await self._run(record, attempt)
+        self._note_breaker(record, channel.name)
+        try:
+            async with stack:
+                yield channel, _Judged(payloads, verdict)
+        finally:
+            verdict.settle(Outcome.IGNORED)  # left before the stream ended; else a no-op
 
     @asynccontextmanager
     async def _slot(self, record: RequestRecord, channel: Channel) -> AsyncIterator[None]:
@@ -128,19 +186,18 @@ class Dispatcher:
 
     async def _run(
         self, record: RequestRecord, attempt: Callable[[Channel], Awaitable[_T]]
-    ) -> tuple[Channel, _T]:
+    ) -> tuple[Channel, _T, _Verdict]:
+        """Attempts until one succeeds; its breaker verdict is left to the caller to settle."""
         self._p.budget.record_request()
         retries = 0
         started = self._p.clock.now()
         failed: str | None = None
         while True:
-            channel = self._pick(record, failed)
-            breaker = self.breaker(channel.name)
+            channel, verdict = self._pick(record, failed)
             try:
                 result = await attempt(channel)
             except GatewayError as exc:
-                if breaker is not None:
-                    breaker.record(_outcome(exc))
+                verdict.settle(_outcome(exc))
                 self._note_breaker(record, channel.name)
                 failover = self._failover(record, channel.name)
                 wait = self._retry_wait(retries + 1, exc, started, spend=not failover)
@@ -154,13 +211,9 @@ class Dispatcher:
                     await self._p.clock.sleep(wait)
                 continue
             except BaseException:  # cancelled: free a half-open probe slot, count nothing
-                if breaker is not None:
-                    breaker.record(Outcome.IGNORED)
+                verdict.settle(Outcome.IGNORED)
                 raise
-            if breaker is not None:
-                breaker.record(Outcome.SUCCESS)
-            self._note_breaker(record, channel.name)
-            return channel, result
+            return channel, result, verdict
 
     def _failover(self, record: RequestRecord, failed: str) -> bool:
         """Is the next attempt of this request a failover to its lane's healthy backup?"""
@@ -171,22 +224,24 @@ class Dispatcher:
         breaker = self.breaker(lane.backup.name)
         return breaker is None or breaker.state is BreakerState.CLOSED
 
-    def _pick(self, record: RequestRecord, failed: str | None = None) -> Channel:
+    def _pick(self, record: RequestRecord, failed: str | None = None) -> tuple[Channel, _Verdict]:
         route = record.route
         assert route is not None, "dispatch runs after routing"
         lane = self._p.lanes[route.lane]
         if failed is not None and self._failover(record, failed):
             assert lane.backup is not None
+            breaker = self.breaker(lane.backup.name)  # closed (``_failover``): lets it through
+            failover = _Verdict(breaker, breaker.allow() if breaker is not None else None)
             record.route, record.fallback = replace(route, channel=lane.backup.name), "failover"
-            return lane.backup
-        if self._allows(lane.primary):
+            return lane.backup, failover
+        if (verdict := self._admit(lane.primary)) is not None:
             record.route = replace(route, channel=lane.primary.name)
             if record.fallback in _CHANNEL_FALLBACKS:  # an earlier attempt's; others stay
                 record.fallback = None
-            return lane.primary
-        if lane.backup is not None and self._allows(lane.backup):
+            return lane.primary, verdict
+        if lane.backup is not None and (verdict := self._admit(lane.backup)) is not None:
             record.route, record.fallback = replace(route, channel=lane.backup.name), "breaker"
-            return lane.backup
+            return lane.backup, verdict
         name = lane.primary.name
         self._note_breaker(record, name)
         breaker = self.breaker(name)
@@ -196,9 +251,13 @@ class Dispatcher:
             retry_after_s=wait,
         )
 
-    def _allows(self, channel: Channel) -> bool:
+    def _admit(self, channel: Channel) -> _Verdict | None:
+        """The verdict to settle for an attempt on ``channel``; None: its breaker refuses."""
         breaker = self.breaker(channel.name)
-        return breaker is None or breaker.allow()
+        if breaker is None:
+            return _Verdict(None, None)
+        admission = breaker.allow()
+        return None if admission is None else _Verdict(breaker, admission)
 
     def _retry_wait(
         self, retry: int, exc: GatewayError, started: float, *, spend: bool = True

@@ -10,8 +10,10 @@ uvicorn) parses responses, chunked transfer encoding included.
 Failure vocabulary, mapped to gateway errors by the channel:
 ``ConnectFailed`` (refused, unreachable, TLS), ``ConnectionBroken`` (closed or reset before the
 response was complete), ``ProtocolViolation`` (not HTTP).  Timeouts are the caller's
-(``asyncio.timeout``).  A pooled connection the server closed while idle is detected when its
-first byte never comes, and the request is sent once more on a fresh connection.
+(``asyncio.timeout``).  A pooled connection the server had closed while it sat idle is sent
+on once more, on a fresh connection, only when it failed the way such a connection fails: the
+write failed, or the close came within ``STALE_CLOSE_WINDOW_S`` of the write, before any byte
+(see there).  Any other failure, and any cancellation, closes the connection and is raised.
 """
 
 from __future__ import annotations
@@ -25,6 +27,15 @@ from typing import cast
 from urllib.parse import urlsplit
 
 import httptools
+
+# A keep-alive connection the server closed while it sat in the pool fails on reuse at once:
+# the write fails, or the server's FIN (already in flight) or its RST for our request arrives
+# one round trip after the write, well under a millisecond on the LAN links an upstream sits
+# on.  An upstream that took the request and died while working on it (OOM, crash) closes
+# later: that request may have been processed, so it is not sent again here; the error goes
+# to the dispatcher, whose retry policy decides (backoff, retry budget, counted in
+# x-gateway-retries).  75 ms leaves room for a busy event loop and a distant origin.
+STALE_CLOSE_WINDOW_S = 0.075
 
 
 class Http1Error(Exception):
@@ -65,6 +76,10 @@ class _Connection(asyncio.Protocol):
         self._complete = False
         self._error: Http1Error | None = None
         self._received_any = False
+        # loop.time() of the last write and of the connection's loss (stale-close detection)
+        self._sent_at = 0.0
+        self._lost_at: float | None = None
+        self._write_failed = False
         self._waiter: asyncio.Future[None] | None = None
         self.keep_alive = False
 
@@ -85,6 +100,7 @@ class _Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        self._lost_at = asyncio.get_running_loop().time()
         try:
             self._settle(exc)
         finally:
@@ -124,7 +140,12 @@ class _Connection(asyncio.Protocol):
         self._chunks.clear()
         self._received_any = False
         assert self.transport is not None
-        self.transport.write(request)
+        self._sent_at = asyncio.get_running_loop().time()
+        try:
+            self.transport.write(request)
+        except (OSError, RuntimeError) as exc:  # uvloop raises on a transport already closed
+            self._write_failed = True
+            raise ConnectionBroken(f"could not send: {type(exc).__name__}: {exc}") from None
 
     async def head(self) -> Head:
         while self._head is None:
@@ -155,9 +176,17 @@ class _Connection(asyncio.Protocol):
     def idle_and_sound(self) -> bool:
         return self._complete and self.keep_alive and not self.closed and self._error is None
 
-    @property
-    def silent_so_far(self) -> bool:
-        return not self._received_any
+    def failed_as_stale(self, window_s: float) -> bool:
+        """Did this exchange fail the way a reused connection closed while idle fails?
+
+        Nothing was received, and the write failed or the connection was lost within
+        ``window_s`` of it: the server cannot have started on the request.
+        """
+        if self._received_any:
+            return False
+        if self._write_failed:
+            return True
+        return self._lost_at is not None and self._lost_at - self._sent_at <= window_s
 
     def close(self) -> None:
         if self.transport is not None and not self.closed:
@@ -233,10 +262,13 @@ class Http1Pool:
                 return conn, await conn.head()
             except ConnectionBroken:
                 conn.close()
-                if not conn.silent_so_far:
-                    raise
-                # The server closed this idle connection as we reused it: nothing was
-                # processed, so sending once more on a fresh connection is safe.
+                if not conn.failed_as_stale(STALE_CLOSE_WINDOW_S):
+                    raise  # the upstream may have worked on it: the dispatcher decides
+                # The server had closed this idle connection: nothing was processed, so
+                # sending once more on a fresh connection is safe.
+            except BaseException:  # cancelled or timed out: the upstream must see a hang-up
+                conn.close()
+                raise
         conn = await self._connect()
         try:
             conn.send(request)
