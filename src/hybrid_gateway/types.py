@@ -94,6 +94,11 @@ class ChatResult:
     usage: Usage
 
 
+# record.extra key: the prompt tokens admission debited from the tenant's token buckets (the
+# settle trues them up against what the answer used; tenancy/admission.py).
+ADMITTED_TOKENS = "admitted_tokens"
+
+
 @dataclass(slots=True)
 class RequestRecord:
     """Everything decided about one request; filled in along the path, logged at the end."""

@@ -46,3 +46,16 @@ def test_an_unknown_model_id_does_not_become_a_label_value() -> None:
     text = metrics.render().decode()
     assert "made-up" not in text
     assert 'model="unknown",lane="none",channel="none",cache="miss",status="404"} 3.0' in text
+
+
+def test_a_late_answer_adds_its_cost_to_its_tenant_not_a_request() -> None:
+    metrics = GatewayMetrics()
+    late = RequestRecord(
+        request_id="r.late", started_at=time.time(), model="auto", tenant="acme", app="wiki",
+        route=RouteDecision("heavy", "heavy-c", "default"), cost_usd=0.25, fallback="late",
+    )  # fmt: skip
+    metrics.observe_late(late)
+    text = metrics.render().decode()
+    labels = 'tenant="acme",app="wiki",lane="heavy",channel="heavy-c",model="auto"'
+    assert f"hybrid_gateway_tenant_cost_usd_total{{{labels}}} 0.25" in text
+    assert "hybrid_gateway_tenant_requests_total{" not in text

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -14,7 +15,14 @@ from hybrid_gateway.errors import UpstreamUnavailable
 from hybrid_gateway.resilience.clock import ManualClock
 from hybrid_gateway.resilience.deadline import PUBLISH_WAIT_S, DeadlinePolicy, DeferredRunner
 from hybrid_gateway.results.store import DeferredResult, ResultsStore, ResultState
-from hybrid_gateway.types import ChatRequest, ChatResult, RequestRecord, RouteDecision, Usage
+from hybrid_gateway.types import (
+    ADMITTED_TOKENS,
+    ChatRequest,
+    ChatResult,
+    RequestRecord,
+    RouteDecision,
+    Usage,
+)
 from hybrid_gateway.upstreams.sse import DONE_EVENT, frame_json
 
 REQUEST = ChatRequest("auto", [{"role": "user", "content": "hi"}], False, False, {})
@@ -121,6 +129,7 @@ async def test_an_answer_before_the_deadline_is_the_answer() -> None:
 async def test_past_the_deadline_the_fallback_answers_and_the_late_answer_is_kept() -> None:
     runner, clock, store, sink = setup()
     lanes, rec = Lanes(), record()
+    rec.extra[ADMITTED_TOKENS] = 3  # admission's prompt estimate, trued up with this row
     task = asyncio.ensure_future(runner.complete(REQUEST, rec, "k", lanes.call))
     for _ in range(5):  # let it start its timer
         await asyncio.sleep(0)
@@ -152,6 +161,7 @@ async def test_past_the_deadline_the_fallback_answers_and_the_late_answer_is_kep
         0.5,
     )
     assert late.route is not None and late.route.lane == "heavy"
+    assert rec.extra[ADMITTED_TOKENS] == 3 and late.extra[ADMITTED_TOKENS] == 0  # not twice
     assert sink.outcomes == [("heavy", "fallback"), ("heavy", "done")]
     assert runner.background == 0
 
@@ -256,6 +266,29 @@ async def test_a_stream_the_client_leaves_in_time_keeps_what_the_shadow_billed()
         async for _ in events:
             break  # the client hangs up after the first event
     assert rec.usage == Usage(3, 1) and rec.cost_usd == 0.25
+
+
+async def test_an_in_time_streams_headers_see_the_channel_that_answers() -> None:
+    runner, _, _, _ = setup()
+    lanes, rec = Lanes(), record()
+    lanes.heavy_go.set()
+
+    @asynccontextmanager
+    async def via_backup(
+        request: ChatRequest, record: RequestRecord, key: str, *, cache: bool = True
+    ) -> AsyncIterator[AsyncIterator[bytes]]:
+        assert record.route is not None  # the dispatcher, with the primary's breaker open:
+        record.route = dataclasses.replace(record.route, channel="heavy-backup")
+        record.fallback, record.retries = "breaker", 1
+        async with lanes.open(request, record, key, cache=cache) as events:
+            yield events
+
+    async with runner.stream(REQUEST, rec, "k", via_backup) as events:
+        # the response headers are written now, before the first event is relayed
+        assert rec.route is not None and rec.route.channel == "heavy-backup"
+        assert (rec.fallback, rec.retries) == ("breaker", 1)
+        async for _ in events:
+            pass
 
 
 async def test_a_stream_that_fails_before_its_first_byte_raises_as_before() -> None:

@@ -7,6 +7,8 @@ import pytest
 
 from hybrid_gateway.api.schema import parse_chat_request
 from hybrid_gateway.config import parse_config
+from hybrid_gateway.embedding.base import Vector
+from hybrid_gateway.embedding.http import EmbeddingServiceError
 from hybrid_gateway.errors import ConfigError
 from hybrid_gateway.routing.build import build_router
 from hybrid_gateway.routing.exemplars import load_exemplars
@@ -107,6 +109,28 @@ async def test_without_embedding_the_learned_stage_is_skipped(tmp_path: Path) ->
     decision = await decide(router, embedder, HARD, embed=False)
     assert decision.rule == "default"
     assert embedder.calls == 30 * 2  # only the training texts
+
+
+class DownEmbedder(WordHashEmbedder):
+    """Trains like the word-hash embedder, then its service goes down."""
+
+    down = False
+
+    async def embed_one(self, text: str) -> Vector:
+        if self.down:
+            raise EmbeddingServiceError("embedding service http://127.0.0.1:9/v1: refused")
+        return await super().embed_one(text)
+
+
+async def test_an_embedder_outage_routes_to_the_default_lane(tmp_path: Path) -> None:
+    embedder = DownEmbedder()
+    router = router_for(tmp_path, embedder)
+    embedder.down = True
+    body = {"model": "auto", "messages": [{"role": "user", "content": HARD}]}
+    record = with_embedding(RequestRecord("r", 0.0), embedder, HARD)
+    decision = await router.route(parse_chat_request(body), record)
+    assert decision.rule == "default:learned_unavailable"  # the default lane of minimal()
+    assert record.extra["route_error"] == "EmbeddingServiceError"
 
 
 def test_pass_on_rule_needs_a_learned_stage() -> None:

@@ -148,6 +148,10 @@ class GatewayMetrics:
             self.tokens.inc((channel, "completion"), record.usage.completion_tokens)
         if record.cost_usd > 0:
             self.cost_usd.inc((channel,), record.cost_usd)
+            # the tenant's cost too (not another request: its client already counted one)
+            lane = record.route.lane if record.route else "none"
+            tenant = (record.tenant, record.app, lane, channel, record.model)
+            self.tenant_cost_usd.inc(tenant, record.cost_usd)
 
     def webhook(self, outcome: str) -> None:
         self.webhook_deliveries.inc((outcome,))

@@ -264,7 +264,8 @@ class Pipeline:
                     break
         finally:  # also when the client hangs up or the upstream breaks: bill what came
             record.upstream_ms = (clock.now() - started) * 1000
-            usage = assembler.final_usage(_prompt_estimate(request))
+            # the estimate (a tokenizer pass over the whole prompt) only when no usage came
+            usage = assembler.usage or assembler.final_usage(_prompt_estimate(request))
             self._settle(record, channel, usage)
             if not assembler.done:
                 record.extra["stream_incomplete"] = True

@@ -36,7 +36,13 @@ from hybrid_gateway.pipeline.streaming import StreamAssembler
 from hybrid_gateway.resilience.clock import Clock
 from hybrid_gateway.results.store import ResultsStore
 from hybrid_gateway.results.webhook import WebhookSender
-from hybrid_gateway.types import ChatRequest, ChatResult, RequestRecord, RouteDecision
+from hybrid_gateway.types import (
+    ADMITTED_TOKENS,
+    ChatRequest,
+    ChatResult,
+    RequestRecord,
+    RouteDecision,
+)
 
 __all__ = ["DeadlinePolicy", "DeferredListener", "DeferredRunner", "result_url"]
 
@@ -200,8 +206,8 @@ class DeferredRunner:
                 record.fallback = "timeout"
             return
         head = first.result()
+        _copy(shadow, record)  # the route, channel and retries it took: the response headers
         if isinstance(head, BaseException):
-            _copy(shadow, record)
             raise head
         try:
             yield _relay(head, feed, shadow, record)
@@ -288,6 +294,9 @@ class DeferredRunner:
         shadow.latency_ms = (self._clock.now() - started) * 1000
         shadow.request_id = f"{shadow.request_id}.late"
         shadow.fallback = "late"
+        # the prompt was admitted (and is trued up) with the client's row: every token of this
+        # row is its own, or the token quota would be refunded the prompt twice
+        shadow.extra[ADMITTED_TOKENS] = 0
         if self._log is not None:
             self._log(shadow)
         for listener in self._listeners:

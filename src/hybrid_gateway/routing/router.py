@@ -7,13 +7,16 @@ step names in ``x-gateway-route`` are described in ``routing/settings.py``.
 
 When a learned stage cannot run (no embedding attached to the request, or ``embed=False``,
 used to estimate what a cache hit saved, and the vector was not computed anyway) the request
-goes to the default lane, named ``default``.
+goes to the default lane, named ``default``.  When it fails (the embedding service or the
+exemplar store is down) the request goes there too, named ``default:learned_unavailable``:
+a dependency outage costs routing quality, never the request.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from hybrid_gateway.embedding.lazy import request_embedding
 from hybrid_gateway.routing.classifier import ClassifierModel
@@ -21,6 +24,8 @@ from hybrid_gateway.routing.exemplars import ExemplarClassifier
 from hybrid_gateway.routing.rules import RequestFeatures, RuleBook, extract_features
 from hybrid_gateway.routing.settings import GateConfig, RoutingConfig
 from hybrid_gateway.types import ChatRequest, RequestRecord, RouteDecision
+
+log = logging.getLogger(__name__)
 
 CLASSIFIER_RULE = "classifier"
 
@@ -85,7 +90,12 @@ class GatewayRouter:
         if isinstance(outcome, RouteDecision):
             return outcome
         if self._learned is not None:
-            learned = await self._decide(self._learned, features, record, embed)
+            try:
+                learned = await self._decide(self._learned, features, record, embed)
+            except Exception as exc:  # the embedder or exemplar store is down: route anyway
+                log.warning("learned routing unavailable, default lane: %r", exc)
+                record.extra["route_error"] = type(exc).__name__
+                return replace(self._default, rule=f"{self._default.rule}:learned_unavailable")
             if learned is not None:
                 return learned
         return self._default

@@ -41,7 +41,7 @@ from hybrid_gateway.tenancy.keys import KeyStore
 from hybrid_gateway.tenancy.ratelimit import Decision, RateLimiter
 from hybrid_gateway.tenancy.settings import BudgetConfig, RateQuota, TenantConfig, tenant_names
 from hybrid_gateway.tenancy.tiers import TierPolicy
-from hybrid_gateway.types import CacheOutcome, ChatRequest, RequestRecord
+from hybrid_gateway.types import ADMITTED_TOKENS, CacheOutcome, ChatRequest, RequestRecord
 
 __all__ = [
     "Tenancy", "TenancyParts", "build_tenancy", "rate_quotas", "tenant_budgets", "tier_policy",
@@ -49,8 +49,6 @@ __all__ = [
 
 _log = logging.getLogger(__name__)
 
-# record.extra key: the prompt tokens admission debited from the token buckets.
-ADMITTED_TOKENS = "admitted_tokens"
 # The tenant and app a request without a valid key is logged under.
 UNAUTHENTICATED = "unauthenticated"
 _UPSTREAM_ANSWERED = (CacheOutcome.MISS, CacheOutcome.BYPASS)
