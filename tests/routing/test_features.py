@@ -30,3 +30,9 @@ def test_a_huge_prompt_is_read_from_a_sample_with_the_same_shares() -> None:
     true_words = len(re.findall(r"\w+", huge))
     assert abs(math.expm1(float(b[1])) - true_words) / true_words < 0.01
     assert np.allclose(a[3:], b[3:], atol=0.01)  # shares, code, question marks, word length
+
+
+def test_code_at_the_end_of_a_long_document_is_still_code() -> None:
+    document = "The quarterly report says revenue grew. " * 2_000  # 80 KB of prose
+    assert text_features(document)[7] == 0.0
+    assert text_features(document + "\n```\ndef total(xs):\n    return sum(xs)\n```")[7] == 1.0

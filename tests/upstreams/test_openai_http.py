@@ -9,7 +9,7 @@ from aiohttp.test_utils import TestServer
 
 from hybrid_gateway.config import ChannelConfig
 from hybrid_gateway.errors import UpstreamUnavailable
-from hybrid_gateway.upstreams.openai_http import OpenAIChannel, UpstreamRejected
+from hybrid_gateway.upstreams.openai_http import OpenAIChannel, UpstreamRejected, _scrub
 
 KEY = "sk-live-0123456789abcdef"
 
@@ -46,3 +46,10 @@ async def test_an_upstream_error_is_passed_on_without_the_channels_key(
     text = str(exc.value)
     assert KEY not in text and "sk-proj-AbCdEf" not in text and "[redacted]" in text
     assert "channel heavy" in text  # the cause still names the channel
+
+
+def test_ordinary_error_text_stays_readable() -> None:
+    """Only credentials are masked: not words after "Bearer", nor a placeholder key's letter."""
+    assert _scrub("Bearer authentication is required", "x") == "Bearer authentication is required"
+    assert _scrub("'max_tokens' must be at most 4096", "x") == "'max_tokens' must be at most 4096"
+    assert _scrub(f"bad key: Bearer {KEY}", None) == "bad key: Bearer [redacted]"

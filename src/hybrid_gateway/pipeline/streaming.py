@@ -31,8 +31,11 @@ REPLAYED_FIELDS = frozenset({"role", "content"})
 
 
 def _empty(value: object) -> bool:
-    """No value: null, or an empty string, array or object (``"refusal": null``, ``[]``)."""
-    return value is None or (isinstance(value, str | list | dict) and not value)
+    """No value: null, false, 0, or an empty string, array or object (``"refusal": null``,
+    ``"annotations": []``, a flag such as ``"prefix": false``)."""
+    return value is None or value is False or value == 0 or (
+        isinstance(value, str | list | dict) and not value
+    )
 
 
 def _unreplayed(fields: Mapping[str, Any]) -> bool:

@@ -92,6 +92,11 @@ class _Verdict:
     def __init__(self, breaker: CircuitBreaker | None, admission: Admission | None) -> None:
         self._breaker, self._admission = breaker, admission
 
+    @property
+    def probe(self) -> bool:
+        """A half-open probe: it holds the breaker's only slot(s) until settled."""
+        return self._admission is not None and self._admission.probe
+
     def settle(self, outcome: Outcome) -> None:
         breaker, self._breaker = self._breaker, None
         if breaker is not None:
@@ -126,8 +131,11 @@ class _Judged:
         except BaseException:  # cancelled: the client went away
             self._verdict.settle(Outcome.IGNORED)
             raise
-        if payload.strip() == DONE:
-            self._verdict.settle(Outcome.SUCCESS)  # complete, whatever the client does next
+        if payload.strip() == DONE or self._verdict.probe:
+            # complete, whatever the client does next; or a half-open probe that is answering:
+            # the channel is back, and the probe's slot must not be held for a whole
+            # generation while every other request of a lane without a backup gets a 503
+            self._verdict.settle(Outcome.SUCCESS)
         return payload
 
 

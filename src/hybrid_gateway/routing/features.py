@@ -36,9 +36,10 @@ def _is_cjk(ch: str) -> bool:
     return "\u4e00" <= ch <= "\u9fff" or "\u3040" <= ch <= "\u30ff" or "\uac00" <= ch <= "\ud7af"
 
 
-# Shares, words and the code check are read from at most this many characters (the word count
-# scaled up to the whole text): the same figures for any question up to it, and bounded work on
-# the event loop for a 1 MiB prompt (was ~0.1-0.2 s).
+# Shares and words are read from at most this many characters (the word count scaled up to the
+# whole text), the code check from as many at each end (a document, then the code about it):
+# the same figures for any question up to it, and bounded work on the event loop for a 1 MiB
+# prompt (was ~0.1-0.2 s).
 SHARE_CHARS = 20_000
 
 
@@ -67,7 +68,7 @@ def text_features(text: str) -> npt.NDArray[np.float32]:
             math_chars / denom,
             upper / denom,
             cjk / denom,
-            1.0 if _CODE.search(sample) else 0.0,
+            1.0 if _CODE.search(sample) or _CODE.search(text[-SHARE_CHARS:]) else 0.0,
             min(text.count("?") + text.count("?"), 5),
             min(sum(map(len, words)) / max(len(words), 1), 20.0) / 10,
         ],

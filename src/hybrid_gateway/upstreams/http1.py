@@ -28,14 +28,15 @@ from urllib.parse import urlsplit
 
 import httptools
 
-# A keep-alive connection the server closed while it sat in the pool fails on reuse at once:
-# the write fails, or the server's FIN (already in flight) or its RST for our request arrives
-# one round trip after the write, well under a millisecond on the LAN links an upstream sits
-# on.  An upstream that took the request and died while working on it (OOM, crash) closes
-# later: that request may have been processed, so it is not sent again here; the error goes
-# to the dispatcher, whose retry policy decides (backoff, retry budget, counted in
-# x-gateway-retries).  75 ms leaves room for a busy event loop and a distant origin.
-STALE_CLOSE_WINDOW_S = 0.075
+# A keep-alive connection the server closed while it sat in the pool: a close that already
+# arrived is seen before the write (``send`` lets the event loop deliver it first) and the
+# connection is not used.  One still in flight fails the reuse at once: the write fails, or
+# the FIN or the RST for our request arrives one round trip after the write (under a
+# millisecond on a LAN, ~0.15 s across an ocean) plus whatever the event loop was busy with.
+# An upstream that took the request and died while working on it (OOM, crash) closes later:
+# that request may have been processed, so it is not sent again here; the error goes to the
+# dispatcher, whose retry policy decides (backoff, retry budget, counted in x-gateway-retries).
+STALE_CLOSE_WINDOW_S = 0.25
 
 
 class Http1Error(Exception):
@@ -256,6 +257,10 @@ class Http1Pool:
     async def send(self, request: bytes) -> tuple[_Connection, Head]:
         """Send on a pooled (or new) connection and wait for the response head."""
         conn = self._take_idle()
+        if conn is not None:
+            await asyncio.sleep(0)  # deliver a close that already arrived (not yet handled)
+            if conn.closed:
+                conn = self._take_idle()  # the others were checked in the same loop pass
         if conn is not None:
             try:
                 conn.send(request)

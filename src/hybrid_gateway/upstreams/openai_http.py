@@ -216,15 +216,18 @@ class OpenAIChannel:
 
 
 # A bearer token or an OpenAI-style secret key in an upstream's error text ("invalid token:
-# Bearer sk-live-...", echoed by some proxies and self-hosted servers)
-_SECRET = re.compile(r"(?i)\bbearer\s+\S+|\bsk-[A-Za-z0-9_-]{8,}")
+# Bearer sk-live-...", echoed by some proxies and self-hosted servers): 8+ token characters
+# with a digit, so "Bearer authentication is required" stays readable
+_TOKEN = r"(?=[A-Za-z0-9._~+/=-]*\d)[A-Za-z0-9._~+/=-]{8,}"
+_SECRET = re.compile(rf"(?i)(\bbearer\s+){_TOKEN}|\bsk-[A-Za-z0-9_-]{{8,}}")
+_MIN_KEY = 8  # a shorter configured key (a placeholder such as "x") would mask ordinary text
 
 
 def _scrub(detail: str, api_key: str | None) -> str:
     """The upstream's error text as the client may see it: the channel's credentials masked."""
-    if api_key:
+    if api_key and len(api_key) >= _MIN_KEY:
         detail = detail.replace(api_key, "[redacted]")
-    return _SECRET.sub("[redacted]", detail)
+    return _SECRET.sub(lambda m: f"{m.group(1) or ''}[redacted]", detail)
 
 
 def _error_message(raw: bytes) -> str:
