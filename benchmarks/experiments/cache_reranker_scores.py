@@ -3,14 +3,17 @@
     python benchmarks/experiments/cache_reranker_scores.py score --pairs F --models M1 [M2 ..] \
         --out scores.npz
     python benchmarks/experiments/cache_reranker_scores.py measure --scores scores.npz [..] \
-        --split-seeds 7 8 [--target 0.95 --z 1.645] [--cross-fit | --ensemble] [--inner]
+        --split-seeds 7 8 [--target 0.95 --z 1.645] [--cross-fit | --ensemble] [--inner | --grow]
 
 ``measure`` reproduces `cache eval --split-seed S --reranker M` (cosine floor keeping 99 % of
 DEV's positives, Wilson-bound threshold on DEV, figures on TEST, training pairs excluded) for
 each model, from the saved scores, so several models and seeds cost one scoring pass.
 ``--inner`` is the protocol of ``cache_split_files.py`` (models trained on the whole DEV half):
 the TEST half is cut by the inner seed, one part calibrates and the other is measured, then the
-other way round.  ``--ensemble``: one rule, the mean of the models' scores.
+other way round.  ``--grow`` (models trained on D1, the pairs `train-reranker --split-seed S`
+takes): each TEST part is measured three times, calibrated on D2 (the rest of DEV), on the
+other TEST part, and on both together, so the same model and the same measured pairs show what
+twice the calibration pairs buy.  ``--ensemble``: one rule, the mean of the models' scores.
 """
 
 from __future__ import annotations
@@ -43,22 +46,23 @@ def score(args: argparse.Namespace) -> None:
         wanted = half if wanted is None else wanted & half
     for n, path in enumerate(args.models):
         model = load_cross_encoder(path)
+        trained = np.array([model.was_trained_on(p.a, p.b) for p in pairs])
         s = np.full(len(pairs), np.nan)
         started = time.perf_counter()
         for i, p in enumerate(pairs):
-            if wanted is not None and not wanted[i]:
-                continue  # not asked for (a cross-fitting partner, or --test-half-of)
+            if trained[i] or (wanted is not None and not wanted[i]):
+                continue  # never measured on; or not asked for (a partner, --test-half-of)
             s[i] = model.score(p.a, p.b)
             if i % 1000 == 0:
                 print(f"{path}: {i}/{len(pairs)} ({time.perf_counter() - started:.0f} s)",
                       file=sys.stderr)
         out[f"score{n}"] = s
-        out[f"trained{n}"] = np.array([model.was_trained_on(p.a, p.b) for p in pairs])
+        out[f"trained{n}"] = trained
         names.append(str(path))
     np.savez(args.out, names=np.array(names), pairs=str(args.pairs), **out)
 
 
-def _parts(pairs: list, seed: int, inner: bool) -> list[tuple[str, np.ndarray, np.ndarray]]:
+def _parts(pairs: list, seed: int, protocol: str) -> list[tuple[str, np.ndarray, np.ndarray]]:
     """(name, calibrate rows, measure rows) of split ``seed``."""
     index = {id(p): i for i, p in enumerate(pairs)}
 
@@ -66,15 +70,24 @@ def _parts(pairs: list, seed: int, inner: bool) -> list[tuple[str, np.ndarray, n
         return np.array([index[id(p)] for p in part])
 
     dev_p, test_p = split_pairs(pairs, seed=seed)
-    if not inner:
+    if protocol == "dev/test":
         return [("dev/test", rows(dev_p), rows(test_p))]
     a, b = map(rows, split_pairs(test_p, seed=INNER_SEED))
-    return [("calibrate/measure", a, b), ("measure/calibrate", b, a)]
+    if protocol == "inner":
+        return [("calibrate/measure", a, b), ("measure/calibrate", b, a)]
+    # "grow": a model trained on D1 (train-reranker --split-seed S), the same measured part
+    # calibrated on D2, on the other TEST part, and on both together (twice the pairs)
+    d2 = rows(split_pairs(dev_p, seed=INNER_SEED)[1])
+    return [(f"{cal_name}/{m_name}", cal, m)
+            for m_name, m, other_name, other in (("B", b, "A", a), ("A", a, "B", b))
+            for cal_name, cal in (("D2", d2), (other_name, other),
+                                  (f"D2+{other_name}", np.r_[d2, other]))]
 
 
 def _rows(args: argparse.Namespace, pairs: list, cosine: np.ndarray, labels: np.ndarray,
           seed: int, name: str, s: np.ndarray, trained: np.ndarray) -> None:
-    for part, dev, test in _parts(pairs, seed, args.inner):
+    protocol = "inner" if args.inner else "grow" if args.grow else "dev/test"
+    for part, dev, test in _parts(pairs, seed, protocol):
         _row(args, cosine, labels, seed, name, s, dev[~trained[dev]], test[~trained[test]],
              part)
 
@@ -141,6 +154,9 @@ def main() -> None:
     m.add_argument("--ensemble", action="store_true", help="one rule: the models' mean score")
     m.add_argument("--inner", action="store_true",
                    help="calibrate and measure on the two inner parts of TEST, both ways")
+    m.add_argument("--grow", action="store_true",
+                   help="models trained on D1 (train-reranker --split-seed): each TEST part "
+                        "measured with D2, the other TEST part, and both calibrating")
     m.add_argument("--split-seeds", type=int, nargs="+", default=[7, 8])
     m.add_argument("--target", type=float, default=0.95)
     m.add_argument("--z", type=float, default=1.645)
