@@ -328,6 +328,33 @@ async def test_cancelled_while_awaiting_the_head_on_a_reused_connection_hangs_up
         p.close()
 
 
+async def test_cancelled_before_reusing_a_pooled_connection_hangs_up() -> None:
+    # the pool yields once before it writes on an idle connection (to see a close that already
+    # arrived); a cancellation at that point must not strand the connection it took
+    hung_up = asyncio.Event()
+
+    async def one_then_wait(reader: Reader, writer: asyncio.StreamWriter, n: int) -> None:
+        await reader.request()
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nfirst")
+        await writer.drain()
+        if await reader.hung_up():
+            hung_up.set()
+
+    async with server(one_then_wait) as (port, _):
+        p = pool(port)
+        conn, _ = await p.send(request(p))
+        assert await conn.read() == b"first"
+        p.release(conn)
+        pending = asyncio.ensure_future(p.send(request(p)))
+        await asyncio.sleep(0)  # it has taken the pooled connection and yielded once
+        pending.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await pending
+        assert p.idle_connections == 0
+        await asyncio.wait_for(hung_up.wait(), 10)  # a guard against hanging, not a timing
+        p.close()
+
+
 async def _cut_mid_body(reader: Reader, writer: asyncio.StreamWriter, n: int) -> None:
     await reader.request()
     writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly part")

@@ -33,8 +33,11 @@ REPLAYED_FIELDS = frozenset({"role", "content"})
 def _empty(value: object) -> bool:
     """No value: null, false, 0, or an empty string, array or object (``"refusal": null``,
     ``"annotations": []``, a flag such as ``"prefix": false``)."""
-    return value is None or value is False or value == 0 or (
-        isinstance(value, str | list | dict) and not value
+    return (
+        value is None
+        or value is False
+        or value == 0
+        or (isinstance(value, str | list | dict) and not value)
     )
 
 

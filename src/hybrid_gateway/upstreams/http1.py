@@ -258,7 +258,11 @@ class Http1Pool:
         """Send on a pooled (or new) connection and wait for the response head."""
         conn = self._take_idle()
         if conn is not None:
-            await asyncio.sleep(0)  # deliver a close that already arrived (not yet handled)
+            try:
+                await asyncio.sleep(0)  # deliver a close that already arrived (not yet handled)
+            except BaseException:  # cancelled here: the connection is out of the pool already
+                conn.close()
+                raise
             if conn.closed:
                 conn = self._take_idle()  # the others were checked in the same loop pass
         if conn is not None:
