@@ -45,8 +45,8 @@ from hybrid_gateway.cache.semantic.evaluate import (
     choose_guards,
     evaluate,
     evaluate_rule,
-    evaluate_verifier,
     unseen,
+    verifier_rule,
 )
 from hybrid_gateway.cache.semantic.pairs import (
     Pair,
@@ -318,7 +318,7 @@ def _calibrated(
         if left_out:
             print(f"verifier: {left_out} of the {len(dev.pairs)} pairs are its training pairs: "
                   "left out of the calibration", file=sys.stderr)  # fmt: skip
-        rule = evaluate_verifier(kept, kept, args.target_precision, args.z, model=model)
+        rule = verifier_rule(model, kept, kept, args.target_precision, args.z)
         # the verifier reads the cosine and the guard signals itself: no cosine floor, no vetoes
         return rule, "verifier", {
             "threshold": -1.0, "guards": [], "verifier": relative(args.verifier, args.config),

@@ -212,35 +212,36 @@ def evaluate_verifier(
     target: float,
     z: float,
     *,
-    model: PairVerifier | None = None,
     namespace: str = "",
     settings: TrainSettings = DEFAULT_TRAINING,
     split_seed: int | None = None,
 ) -> RuleReport:
-    """The verifier rule: score >= a threshold calibrated on DEV, measured on TEST.
-
-    Without ``model``, one is trained on half of DEV and the threshold calibrated on the
-    other half; with ``model`` (trained elsewhere, e.g. on other sources), all of DEV but the
-    model's training pairs calibrates, and those are left out of TEST too.  TEST is only
-    measured.  Raises ``VerifierError`` when no pair is left to train, calibrate or measure on.
+    """The verifier rule trained on one half of DEV, its threshold calibrated on the other
+    half, measured on TEST (a model trained elsewhere: ``unseen`` + ``verifier_rule``).
+    Raises ``VerifierError`` when no pair is left to train, calibrate or measure on.
     """
-    if model is None:
-        fit, calib = dev_halves(dev, split_seed)
-        if not len(fit.pairs) or not len(calib.pairs):
+    fit, calib = dev_halves(dev, split_seed)
+    if not len(fit.pairs) or not len(calib.pairs):
+        raise VerifierError(
+            f"DEV has {len(dev.pairs)} pairs: too few to train a verifier on one half and "
+            "calibrate it on the other"
+        )
+    model = train_verifier(fit.features(), fit.labels, namespace=namespace,
+                           settings=settings).model  # fmt: skip
+    return verifier_rule(model, calib, test, target, z)
+
+
+def verifier_rule(
+    model: PairVerifier, calib: ScoredPairs, test: ScoredPairs, target: float, z: float
+) -> RuleReport:
+    """``model``'s threshold calibrated on ``calib``, measured on ``test`` (both already
+    without its training pairs: ``unseen``)."""
+    for name, part in (("DEV", calib), ("TEST", test)):
+        if not len(part.pairs):
             raise VerifierError(
-                f"DEV has {len(dev.pairs)} pairs: too few to train a verifier on one half and "
-                "calibrate it on the other"
+                f"every {name} pair is one the verifier was trained on: calibrate and "
+                "measure it on other pairs (another --split-seed, or other files)"
             )
-        model = train_verifier(fit.features(), fit.labels, namespace=namespace,
-                               settings=settings).model  # fmt: skip
-    else:
-        calib, test = unseen(dev, model), unseen(test, model)
-        for name, part in (("DEV", calib), ("TEST", test)):
-            if not len(part.pairs):
-                raise VerifierError(
-                    f"every {name} pair is one the verifier was trained on: calibrate and "
-                    "measure it on other pairs (another --split-seed, or other files)"
-                )
     dev_scores, test_scores = model.scores(calib.features()), model.scores(test.features())
     return measured(dev_scores, calib.labels, test_scores, test.labels, target, z)
 
@@ -299,13 +300,14 @@ def evaluate(
     guards = choose_guards(dev, target, z)
     learned = None
     excluded: int | None = 0
-    if model is not None:
-        excluded = None
-        if model.trained_pairs is not None:
-            kept = len(unseen(dev, model).pairs) + len(unseen(test, model).pairs)
-            excluded = len(dev.pairs) + len(test.pairs) - kept
-    if verifier or model is not None:
-        learned = evaluate_verifier(dev, test, target, z, model=model, namespace=namespace,
+    if model is not None:  # its training pairs left out once, and counted
+        calib, measured_on = unseen(dev, model), unseen(test, model)
+        kept = len(calib.pairs) + len(measured_on.pairs)
+        known = model.trained_pairs is not None
+        excluded = len(dev.pairs) + len(test.pairs) - kept if known else None
+        learned = verifier_rule(model, calib, measured_on, target, z)
+    elif verifier:
+        learned = evaluate_verifier(dev, test, target, z, namespace=namespace,
                                     split_seed=split_seed)  # fmt: skip
     return EvalReport(
         target_precision=target,
