@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from hybrid_gateway.accounting.prices import Price
 from hybrid_gateway.cache.semantic.cache import CacheBounds, SemanticCache
 from hybrid_gateway.cache.semantic.decision import DecisionRule
-from hybrid_gateway.cache.semantic.hygiene import NoiseStripper
+from hybrid_gateway.cache.semantic.hygiene import NoiseStripper, compile_uncacheable
 from hybrid_gateway.cache.semantic.settings import RerankerConfig
 from hybrid_gateway.cache.semantic.stage import RerankStep, SemanticStage, scope_of
 from hybrid_gateway.embedding.lazy import request_embedding
@@ -92,12 +92,12 @@ def build(
     embedder = AsyncHashingEmbedder()
     cache = SemanticCache(bounds=CacheBounds(3600, 100, 10_000_000),
                           rule=DecisionRule(threshold=0.9), clock=ManualClock())  # fmt: skip
-    stage = SemanticStage(cache, embedder, stripper=NoiseStripper(), shared_scopes=scopes or {},
-                          uncacheable=[r"(?i)\bmy balance\b"])  # fmt: skip
+    stage = SemanticStage(cache, embedder, stripper=NoiseStripper(), shared_scopes=scopes or {})
     dispatcher = ScriptedDispatcher()
     parts = PipelineParts(
         router=cast(Router, FixedRouter()), dispatcher=cast(Dispatcher, dispatcher),
         prices={"up": Price(1.0, 1.0)}, exact_cache=None, clock=ManualClock(), semantic=stage,
+        uncacheable=compile_uncacheable([r"(?i)\bmy balance\b"]),
     )  # fmt: skip
     return Pipeline(parts), dispatcher, stage, embedder
 

@@ -16,8 +16,8 @@ from hybrid_gateway.accounting.prices import Price
 from hybrid_gateway.cache.exact import MemoryExactCache
 from hybrid_gateway.cache.semantic.cache import CacheBounds, SemanticCache
 from hybrid_gateway.cache.semantic.decision import DecisionRule
-from hybrid_gateway.cache.semantic.hygiene import NoiseStripper
-from hybrid_gateway.cache.semantic.stage import SemanticStage, compile_uncacheable
+from hybrid_gateway.cache.semantic.hygiene import NoiseStripper, compile_uncacheable
+from hybrid_gateway.cache.semantic.stage import SemanticStage
 from hybrid_gateway.observability.request_log import SqliteRequestLog
 from hybrid_gateway.pipeline.gateway import Pipeline, PipelineParts, Router
 from hybrid_gateway.resilience.clock import ManualClock
@@ -65,12 +65,12 @@ class Stack:
         cache = SemanticCache(bounds=CacheBounds(3600, 100, 10_000_000),
                               rule=DecisionRule(threshold=0.9), clock=clock)  # fmt: skip
         self.semantic = SemanticStage(cache, AsyncHashingEmbedder(), stripper=NoiseStripper(),
-                                      shared_scopes={}, uncacheable=UNCACHEABLE)  # fmt: skip
+                                      shared_scopes={})  # fmt: skip
         self.upstream = Upstream()
         self.pipeline = Pipeline(PipelineParts(
             router=cast(Router, FixedRouter()), dispatcher=cast(Dispatcher, self.upstream),
             prices={"up": Price(1.0, 1.0)}, exact_cache=self.exact, clock=clock,
-            semantic=self.semantic,
+            semantic=self.semantic, uncacheable=compile_uncacheable(UNCACHEABLE),
         ))  # fmt: skip
 
     async def ask(self, request: ChatRequest) -> tuple[RequestRecord, bytes]:
@@ -242,9 +242,7 @@ async def test_an_answer_made_under_a_budget_downgrade_is_not_stored(
 async def test_uncacheable_patterns_keep_the_exact_cache_clean_with_the_semantic_cache_off(
     stack: Stack,
 ) -> None:
-    stack.pipeline = Pipeline(replace(
-        stack.pipeline._p, semantic=None, uncacheable=compile_uncacheable(UNCACHEABLE),
-    ))  # fmt: skip
+    stack.pipeline = Pipeline(replace(stack.pipeline._p, semantic=None))
     for _ in range(2):
         rec, _ = await stack.ask(chat("What is my balance?"))
         assert rec.cache is CacheOutcome.BYPASS and rec.extra["cache_checks"] == "uncacheable"

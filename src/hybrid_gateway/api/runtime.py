@@ -15,7 +15,8 @@ from hybrid_gateway.accounting.prices import Price
 from hybrid_gateway.api.ids import RequestIds
 from hybrid_gateway.cache.exact import ExactCache, MemoryExactCache
 from hybrid_gateway.cache.semantic.build import build_semantic_stage
-from hybrid_gateway.cache.semantic.stage import SemanticStage, compile_uncacheable
+from hybrid_gateway.cache.semantic.hygiene import compile_uncacheable
+from hybrid_gateway.cache.semantic.stage import SemanticStage
 from hybrid_gateway.config import GatewayConfig, read_api_key, resolve_path
 from hybrid_gateway.embedding.factory import SharedEmbedder, build_embedder
 from hybrid_gateway.observability.build_log import build_request_log

@@ -30,13 +30,13 @@ from typing import Protocol
 from hybrid_gateway.accounting.prices import Price
 from hybrid_gateway.accounting.tokens import count_prompt_tokens, count_tokens
 from hybrid_gateway.cache.exact import ExactCache
-from hybrid_gateway.cache.semantic.hygiene import NoiseStripper, semantic_key
-from hybrid_gateway.cache.semantic.stage import (
-    UNCACHEABLE,
-    SemanticStage,
-    marked_uncacheable,
+from hybrid_gateway.cache.semantic.hygiene import (
+    NoiseStripper,
+    SemanticKey,
+    semantic_key,
     uncacheable_question,
 )
+from hybrid_gateway.cache.semantic.stage import SemanticStage
 from hybrid_gateway.embedding.base import AsyncEmbedder
 from hybrid_gateway.embedding.lazy import LazyEmbedding, attach_embedding
 from hybrid_gateway.pipeline.key import request_key
@@ -94,8 +94,8 @@ class PipelineParts:
     semantic: SemanticStage | None = None
     # The shared embedder: every request's record gets a lazily computed question vector.
     embedder: AsyncEmbedder | None = None
-    # cache.semantic.uncacheable_patterns, compiled: they keep questions out of the exact cache
-    # too, also while the semantic cache is off (on, its stage matches them in ``prepare``)
+    # cache.semantic.uncacheable_patterns, compiled: questions kept out of both caches (also
+    # while the semantic cache is off)
     uncacheable: tuple[re.Pattern[str], ...] = ()
 
 
@@ -114,12 +114,12 @@ class Pipeline:
     # -- stages 1-3 ------------------------------------------------------------------------
     async def _lookup(self, request: ChatRequest, record: RequestRecord) -> CacheLookup:
         record.cache_key = key = request_key(request, record.tenant)
-        self._attach_embedding(request, record)
+        question = self._attach_embedding(request, record)
         cache, semantic = self._p.exact_cache, self._p.semantic
         if cache is None and semantic is None:
             record.cache = CacheOutcome.BYPASS
             return CacheLookup(CacheOutcome.BYPASS, key)
-        reason = self._bypass_reason(request, record)
+        reason = self._bypass_reason(request, question)
         if reason is not None:  # neither looked up nor, later, stored (``_storable``)
             record.cache = CacheOutcome.BYPASS
             record.extra["cache_checks"] = reason
@@ -137,24 +137,28 @@ class Pipeline:
         record.usage = entry.usage
         return CacheLookup(CacheOutcome.EXACT, key, entry, 1.0)
 
-    def _bypass_reason(self, request: ChatRequest, record: RequestRecord) -> str | None:
-        """Why neither cache may answer this request nor keep its answer; None: both may."""
-        if marked_uncacheable(record):  # the semantic stage's ``prepare`` matched the operator's
+    def _bypass_reason(self, request: ChatRequest, question: SemanticKey | None) -> str | None:
+        """Why neither cache may answer this request nor keep its answer; None: both may.
+        The operator's patterns are matched against the question as sent and noise-stripped
+        (the stripper may remove the very id a pattern is aimed at, or the noise between its
+        words)."""
+        if uncacheable_question(self._p.uncacheable, request, question):
             return UNCACHEABLE
-        if self._p.semantic is None and uncacheable_question(self._p.uncacheable, request):
-            return UNCACHEABLE  # the same patterns, with the semantic cache off
         body = request.body
         if body.get("logprobs") or body.get("top_logprobs") is not None:
             return "logprobs"  # a cached answer keeps no logprobs, and a replay has none
         return None
 
-    def _attach_embedding(self, request: ChatRequest, record: RequestRecord) -> None:
+    def _attach_embedding(self, request: ChatRequest, record: RequestRecord) -> SemanticKey | None:
+        """Attach the request's lazy question embedding; returns the question it embeds."""
         if self._p.semantic is not None:
-            self._p.semantic.prepare(request, record)
-        elif self._p.embedder is not None:
-            key = semantic_key(request, _DEFAULT_STRIPPER)
-            if key is not None:
-                attach_embedding(record, LazyEmbedding(self._p.embedder, key.question))
+            return self._p.semantic.prepare(request, record)
+        if self._p.embedder is None:
+            return None
+        key = semantic_key(request, _DEFAULT_STRIPPER)
+        if key is not None:
+            attach_embedding(record, LazyEmbedding(self._p.embedder, key.question))
+        return key
 
     async def _route(self, request: ChatRequest, record: RequestRecord) -> None:
         decision = await self._p.router.route(request, record)
@@ -286,6 +290,7 @@ class Pipeline:
 
 
 _DEFAULT_STRIPPER = NoiseStripper()
+UNCACHEABLE = "uncacheable"  # cache_checks of a question the operator marked uncacheable
 
 
 async def _iterate(events: list[bytes]) -> AsyncIterator[bytes]:

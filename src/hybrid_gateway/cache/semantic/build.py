@@ -123,6 +123,5 @@ def build_semantic_stage(
             (*DEFAULT_NOISE, *cfg.noise_patterns), cfg.user_names, cfg.strip_timestamps
         ),
         shared_scopes=shared_scopes(config),
-        uncacheable=cfg.uncacheable_patterns,
         rerank=rerank,
     )

@@ -174,3 +174,23 @@ def _attachments(content: Any) -> list[Any]:
 def _digest(value: object) -> str:
     payload = orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
     return hashlib.blake2b(payload, digest_size=16).hexdigest()
+
+
+def uncacheable_question(
+    patterns: Sequence[re.Pattern[str]], request: ChatRequest, key: SemanticKey | None = None
+) -> bool:
+    """Does the last user message match one of ``patterns``, as sent (or as ``key`` has it,
+    noise-stripped)?"""
+    if not patterns or not request.messages:
+        return False
+    last = request.messages[-1]
+    if last.get("role") != "user":
+        return False
+    texts = [message_text(last.get("content"))]
+    if key is not None:
+        texts.append(key.question)
+    return any(p.search(text) for p in patterns for text in texts)
+
+
+def compile_uncacheable(patterns: Sequence[str]) -> tuple[re.Pattern[str], ...]:
+    return tuple(re.compile(p, re.IGNORECASE) for p in patterns)

@@ -2,10 +2,7 @@
 
     prepare   split the request into question + bucket (``hygiene.py``), attach the request's
               lazily computed embedding to its record (shared with the router), pick the
-              namespace: (the tenant, or the cache_scope it shares; embedder model@version).
-              A question matching an ``uncacheable`` pattern (as sent, or noise-stripped) marks
-              the record (``marked_uncacheable``): the pipeline then bypasses the exact cache
-              too
+              namespace: (the tenant, or the cache_scope it shares; embedder model@version)
     lookup    embed (once), nearest neighbour in the partition, the decision rule, then the
               optional reranker; a hit writes similarity, entry id and the checks that passed
               onto the record.  Any failure here (embedder down, reranker timeout) is a miss:
@@ -13,7 +10,8 @@
               shared store down (``StoreUnavailable``) the checks say ``store_down`` and the
               answer is not stored either (``stores.semantic_on_outage: bypass``)
     store     only what the pipeline judged complete (no error, no partial stream, no tool
-              call), only for requests that had a question, never for uncacheable ones
+              call), only for requests that had a question; the pipeline keeps the questions
+              the operator marked uncacheable out of both caches (``gateway.py``)
 
 Nothing here knows about HTTP; the record carries everything the API layer shows.
 
@@ -25,8 +23,7 @@ the entries, the index and the embedder stay.  The next lookup is judged by the 
 from __future__ import annotations
 
 import logging
-import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from hybrid_gateway.cache.semantic.backend import SemanticBackend
@@ -37,7 +34,6 @@ from hybrid_gateway.cache.semantic.rerank import Reranker
 from hybrid_gateway.cache.semantic.settings import RerankerConfig
 from hybrid_gateway.embedding.base import AsyncEmbedder
 from hybrid_gateway.embedding.lazy import LazyEmbedding, attach_embedding, request_embedding
-from hybrid_gateway.routing.rules import message_text
 from hybrid_gateway.stores.base import StoreUnavailable
 from hybrid_gateway.types import CachedAnswer, ChatRequest, RequestRecord, Usage
 
@@ -45,32 +41,6 @@ log = logging.getLogger(__name__)
 
 _PENDING = "semantic_key"
 _CHECKS = "cache_checks"
-UNCACHEABLE = "uncacheable"
-
-
-def uncacheable_question(
-    patterns: Sequence[re.Pattern[str]], request: ChatRequest, key: SemanticKey | None = None
-) -> bool:
-    """Does the last user message match one of ``patterns``, as sent (or as ``key`` has it,
-    noise-stripped)?"""
-    if not patterns or not request.messages:
-        return False
-    last = request.messages[-1]
-    if last.get("role") != "user":
-        return False
-    texts = [message_text(last.get("content"))]
-    if key is not None:
-        texts.append(key.question)
-    return any(p.search(text) for p in patterns for text in texts)
-
-
-def compile_uncacheable(patterns: Sequence[str]) -> tuple[re.Pattern[str], ...]:
-    return tuple(re.compile(p, re.IGNORECASE) for p in patterns)
-
-
-def marked_uncacheable(record: RequestRecord) -> bool:
-    """Did ``prepare`` find the operator's uncacheable pattern in this request's question?"""
-    return record.extra.get(_CHECKS) == UNCACHEABLE
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,14 +71,12 @@ class SemanticStage:
         *,
         stripper: NoiseStripper,
         shared_scopes: Mapping[str, str],
-        uncacheable: Sequence[str] = (),
         rerank: RerankStep | None = None,
     ) -> None:
         self.cache = cache
         self.embedder = embedder
         self.stripper = stripper
         self.shared_scopes = shared_scopes
-        self._uncacheable = compile_uncacheable(uncacheable)
         self._rerank = rerank
 
     def store_status(self) -> dict[str, object] | None:
@@ -121,19 +89,12 @@ class SemanticStage:
 
     def prepare(self, request: ChatRequest, record: RequestRecord) -> SemanticKey | None:
         key = semantic_key(request, self.stripper)
-        if key is not None and request_embedding(record) is None:
-            attach_embedding(record, LazyEmbedding(self.embedder, key.question))
-        if self.uncacheable(request, key):
-            record.extra[_CHECKS] = UNCACHEABLE
+        if key is None:
             return None
-        if key is not None:
-            record.extra[_PENDING] = key
+        if request_embedding(record) is None:
+            attach_embedding(record, LazyEmbedding(self.embedder, key.question))
+        record.extra[_PENDING] = key
         return key
-
-    def uncacheable(self, request: ChatRequest, key: SemanticKey | None = None) -> bool:
-        """Does the question match an uncacheable pattern, as sent or noise-stripped?  (The
-        stripper may remove the very id or number a pattern is aimed at.)"""
-        return uncacheable_question(self._uncacheable, request, key)
 
     def replace_decision(self, rule: DecisionRule, reranker: RerankerConfig | None) -> None:
         """Hot reload: the next lookup is judged by ``rule`` and the reranker's ``min_score`` and
