@@ -48,12 +48,17 @@ def test_train_verifier_records_the_embedder_and_what_it_saw(
     assert "verifier for multilingual-e5-small" in capsys.readouterr().out
 
 
+def eval_args(pairs: Path, tmp_path: Path) -> list[str]:
+    """`cache eval` of other test pairs, calibrated on ``pairs``, at target 0.7, as JSON."""
+    test = write_pairs(tmp_path / "test.tsv", "!")
+    return ["cache", "eval", "--pairs", str(test), "--calibrate-on", str(pairs),
+            "--target-precision", "0.7", "--json", *cache_args(tmp_path)]  # fmt: skip
+
+
 def test_eval_reports_a_verifier_rule_trained_on_dev_or_given(
     pairs: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    test = write_pairs(tmp_path / "test.tsv", "!")
-    args = ["cache", "eval", "--pairs", str(test), "--calibrate-on", str(pairs),
-            "--target-precision", "0.7", "--json", *cache_args(tmp_path)]  # fmt: skip
+    args = eval_args(pairs, tmp_path)
     assert main(args) == 0
     report = json.loads(capsys.readouterr().out)
     for key in ("threshold", "precision", "recall", "auc", "n", "best_recall", "target_met"):
@@ -70,9 +75,7 @@ def test_eval_reports_a_verifier_rule_trained_on_dev_or_given(
 def test_eval_leaves_the_verifiers_training_pairs_out(
     pairs: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    test = write_pairs(tmp_path / "test.tsv", "!")
-    args = ["cache", "eval", "--pairs", str(test), "--calibrate-on", str(pairs),
-            "--target-precision", "0.7", "--json", *cache_args(tmp_path)]  # fmt: skip
+    args = eval_args(pairs, tmp_path)
     half = train(pairs, tmp_path, "--split-seed", "3")  # trained on half of DEV
     capsys.readouterr()
     assert main([*args, "--verifier", str(half)]) == 0
