@@ -1,10 +1,17 @@
 from __future__ import annotations
 
+import argparse
+import socket
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from hybrid_gateway.cli import main
+from hybrid_gateway import __version__
+from hybrid_gateway.cli import COMMANDS, command_parser, main
+from hybrid_gateway.tools.processes import child_env, python_module_argv
 from tests.test_config import EXAMPLE
 
 
@@ -38,3 +45,97 @@ def test_help_and_unknown_command(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as info:
         main(["frobnicate"])
     assert info.value.code == 2
+
+
+def _walk(path: list[str], parser: argparse.ArgumentParser) -> Iterator[list[str]]:
+    yield path
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _walk([*path, name], sub)
+
+
+def command_paths() -> list[list[str]]:
+    paths: list[list[str]] = [[]]
+    for name in COMMANDS:
+        parser, _ = command_parser(name)
+        paths.extend(_walk([name], parser))
+    return paths
+
+
+def test_every_help_in_the_command_tree_works(capsys: pytest.CaptureFixture[str]) -> None:
+    paths = command_paths()
+    assert ["bench", "degrade"] in paths and ["config", "check"] in paths
+    for path in paths:
+        with pytest.raises(SystemExit) as info:
+            if not path:
+                raise SystemExit(main(["--help"]))
+            main([*path, "--help"])
+        assert info.value.code == 0, path
+        out = capsys.readouterr().out
+        assert out.startswith("usage: hybrid-gateway"), path
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out == f"hybrid-gateway {__version__}\n"
+
+
+@pytest.mark.parametrize(
+    ("argv", "wrong"),
+    [
+        (["serve", "--config", "gw.yaml", "--log-level", "verbose"], "--log-level"),
+        (["serve", "--config", "gw.yaml", "--workers", "0"], "--workers"),
+        (["serve", "--config", "gw.yaml", "--port", "70000"], "--port"),
+        (["emulate", "--port", "http"], "--port"),
+    ],
+)
+def test_a_bad_flag_value_is_one_line_and_exit_2(
+    argv: list[str], wrong: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    (line,) = captured.err.splitlines()
+    assert line.startswith(f"hybrid-gateway {argv[0]}: error: argument {wrong}")
+
+
+def _cli(*args: str, **options: Any) -> subprocess.Popen[str]:
+    argv = python_module_argv("hybrid_gateway.cli", *args)
+    return subprocess.Popen(argv, env=child_env(), text=True, stderr=subprocess.PIPE, **options)
+
+
+@pytest.mark.parametrize("command", ["serve", "emulate"])
+def test_a_port_in_use_is_one_line_and_exit_2(command: str, tmp_path: Path) -> None:
+    config = tmp_path / "gw.yaml"
+    config.write_text(
+        "server: {request_log: {enabled: false}}\n"
+        "channels: {c: {base_url: 'http://127.0.0.1:9/v1', model: m}}\n"
+        "lanes: {light: {channel: c}, heavy: {channel: c}}\n"
+    )
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        args = ["--port", port, "--host", "127.0.0.1"]
+        args += ["--config", str(config)] if command == "serve" else ["--zero-delay"]
+        child = _cli(command, *args, stdout=subprocess.PIPE)
+        out, err = child.communicate(timeout=120)
+    assert child.returncode == 2, err
+    (line,) = [ln for ln in err.splitlines() if "level=INFO" not in ln]  # serve logs its config
+    assert line == (
+        f"hybrid-gateway {command}: cannot listen on 127.0.0.1:{port}: Address already in use"
+    )
+    assert "listening on" not in out
+
+
+def test_config_check_into_a_closed_pipe_ends_without_a_traceback() -> None:
+    # the reader is gone before the command writes: `hybrid-gateway config check FILE | head -0`
+    child = _cli("config", "check", str(EXAMPLE), stdout=subprocess.PIPE)
+    assert child.stdout is not None
+    child.stdout.close()
+    _, err = child.communicate(timeout=60)
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err
+    assert child.returncode == 141

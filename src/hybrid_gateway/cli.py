@@ -14,8 +14,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
+from types import ModuleType
+from typing import NoReturn
+
+from hybrid_gateway import __version__
 
 # name -> (module path, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -53,12 +58,29 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+class CommandParser(argparse.ArgumentParser):
+    """A usage error is one line and exit 2: what is wrong and where help is, no usage block."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="hybrid-gateway", description=__doc__.splitlines()[0])
+    parser = CommandParser(prog="hybrid-gateway", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=_version())
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, (_, help_text) in COMMANDS.items():
         sub.add_parser(name, help=help_text, add_help=False)
     return parser
+
+
+def command_parser(name: str) -> tuple[argparse.ArgumentParser, ModuleType]:
+    """The full parser of one subcommand (importing its module), and the module."""
+    module_path, help_text = COMMANDS[name]
+    module = importlib.import_module(module_path)
+    parser = CommandParser(prog=f"hybrid-gateway {name}", description=help_text)
+    module.configure(parser)
+    return parser, module
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -67,16 +89,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args_list or args_list[0] in {"-h", "--help"}:
         top.print_help()
         return 0 if args_list else 2
+    if args_list[0] == "--version":
+        print(_version())
+        return 0
     name = args_list[0]
     if name not in COMMANDS:
         top.parse_args(args_list)  # prints the usage error and exits 2
         return 2
-    module_path, help_text = COMMANDS[name]
-    module = importlib.import_module(module_path)
-    parser = argparse.ArgumentParser(prog=f"hybrid-gateway {name}", description=help_text)
-    module.configure(parser)
+    parser, module = command_parser(name)
     args = parser.parse_args(args_list[1:])
-    return int(module.run(args))
+    try:
+        code = int(module.run(args))
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's last flush
+    except BrokenPipeError:
+        # `hybrid-gateway config check FILE | head`: the reader left; no traceback, and
+        # nothing more to write (stdout now goes nowhere, so the final flush succeeds)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, as a shell reports a command a closed pipe stopped
+    return code
+
+
+def _version() -> str:
+    return f"hybrid-gateway {__version__}"
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import Field, ValidationError, model_validator
@@ -50,6 +50,19 @@ class RequestLogConfig(_Strict):
     prompts: PromptMode = "none"
 
 
+class LogConfig(_Strict):
+    """The console log on stderr (observability/logs.py); ``serve --log-level`` overrides level."""
+
+    format: Literal["logfmt", "json"] = "logfmt"
+    # INFO: one line per request; WARNING: retries, fallbacks, breakers, stores and errors only
+    level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = "INFO"
+
+
+class HealthConfig(_Strict):
+    # /healthz says "degraded" and names a channel whose last N requests all failed
+    failed_requests: PositiveInt = 5
+
+
 class ServerConfig(_Strict):
     host: str = "127.0.0.1"
     port: Annotated[int, Field(ge=0, le=65535)] = 8080
@@ -59,6 +72,8 @@ class ServerConfig(_Strict):
     # Messages in one chat request (400 array_above_max_length above).
     max_messages: PositiveInt = 2048
     request_log: RequestLogConfig = RequestLogConfig()
+    log: LogConfig = LogConfig()
+    health: HealthConfig = HealthConfig()
 
 
 class ChannelConfig(_Strict):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from hybrid_gateway.config import load_config
+from hybrid_gateway.config import GatewayConfig, load_config
 from hybrid_gateway.errors import ConfigError
 
 
@@ -21,19 +21,26 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"config error: {exc}", file=sys.stderr)
         return 2
-    print(f"{args.file}: ok")
+    for line in summary_lines(args.file, config):
+        print(line)
+    return 0
+
+
+def summary_lines(file: str, config: GatewayConfig) -> list[str]:
+    """What ``config check`` prints, and ``serve`` logs at start-up."""
+    lines = [f"{file}: ok"]
     for name, channel in config.channels.items():
-        print(
+        lines.append(
             f"  channel {name}: {channel.base_url} model={channel.model} "
             f"${channel.price_per_1m_input:g}/${channel.price_per_1m_output:g} per 1M in/out, "
             f"max_concurrency={channel.max_concurrency}"
         )
     for name, lane in config.lanes.items():
-        print(f"  lane {name} -> {lane.channel}")
+        lines.append(f"  lane {name} -> {lane.channel}")
     models = ", ".join(
         f"{m.id}" + (f"->{m.lane}" if m.lane else " (routed)") for m in config.models
     )
-    print(f"  models: {models}")
+    lines.append(f"  models: {models}")
     rules = ", ".join(f"{r.name}->{r.lane or r.action}" for r in config.routing.rules) or "none"
-    print(f"  rules: {rules}; default lane {config.routing.default_lane}")
-    return 0
+    lines.append(f"  rules: {rules}; default lane {config.routing.default_lane}")
+    return lines

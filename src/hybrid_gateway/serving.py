@@ -9,11 +9,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from aiohttp import web
+
+__all__ = ["ListenError", "os_reason", "run_with_best_loop", "serve_until_signalled"]
+
+
+class ListenError(Exception):
+    """The address could not be bound (in use, not local, not allowed): one line for the CLI."""
+
+
+def os_reason(exc: OSError) -> str:
+    """``Address already in use``: the errno's text (asyncio wraps it in a longer message)."""
+    return os.strerror(exc.errno) if exc.errno else str(exc)
 
 
 def run_with_best_loop(main: Coroutine[Any, Any, None]) -> None:
@@ -34,15 +46,21 @@ async def serve_until_signalled(
     name: str,
     on_started: Callable[[], None] | None = None,
     reuse_port: bool = False,
+    on_stop: Callable[[], Awaitable[None]] | None = None,
 ) -> None:
     """Set up ``runner``, bind, announce, wait for SIGINT/SIGTERM, then clean up.
 
     ``reuse_port``: bind with SO_REUSEPORT, to share the port with sibling workers.
+    ``on_stop``: run after the signal, before the cleanup (the gateway drains there).
+    A failure to bind raises ``ListenError``.
     """
     await runner.setup()
     try:
         site = web.TCPSite(runner, host, port, backlog=1024, reuse_port=reuse_port or None)
-        await site.start()
+        try:
+            await site.start()
+        except OSError as exc:
+            raise ListenError(f"cannot listen on {host}:{port}: {os_reason(exc)}") from None
         bound_host, bound_port = _bound(runner, host, port)
         if on_started is not None:
             on_started()
@@ -56,6 +74,8 @@ async def serve_until_signalled(
         for sig in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(ValueError, RuntimeError):
                 loop.remove_signal_handler(sig)
+        if on_stop is not None:
+            await on_stop()
     finally:
         await runner.cleanup()
 

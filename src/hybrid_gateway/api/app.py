@@ -64,6 +64,7 @@ def create_app(
     app.router.add_get("/v1/models", routes.list_models)
     app.router.add_get("/v1/models/{model_id}", routes.get_model)
     app.router.add_get("/healthz", routes.healthz)
+    app.router.add_get("/readyz", routes.readyz)
     app.router.add_get("/metrics", routes.metrics)
     app.router.add_get("/openapi.json", openapi_json)
     feedback.mount(app)

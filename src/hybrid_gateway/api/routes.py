@@ -5,21 +5,25 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+from collections.abc import AsyncIterator
 
 import orjson
 from aiohttp import web
 
-from hybrid_gateway import __version__
 from hybrid_gateway.api.error_mapping import error_response, gateway_error_payload
+from hybrid_gateway.api.health import Phase, channel_problems, health_body, readiness_response
 from hybrid_gateway.api.limits import check_message_count
 from hybrid_gateway.api.runtime import GatewayRuntime
 from hybrid_gateway.api.schema import parse_body, parse_chat_request
-from hybrid_gateway.errors import GatewayError, ModelNotFound, PayloadTooLarge
+from hybrid_gateway.errors import GatewayError, ModelNotFound, Overloaded, PayloadTooLarge
 from hybrid_gateway.observability.log_rows import note_category
+from hybrid_gateway.observability.logs import bind_request_id, unbind_request_id
 from hybrid_gateway.types import CacheOutcome, ChatRequest, RequestRecord
 from hybrid_gateway.upstreams.sse import frame_json
 
 RUNTIME = web.AppKey("runtime", GatewayRuntime)
+# error code of a request the SIGTERM drain cancelled (503; logged with it)
+SHUTTING_DOWN = "shutting_down"
 
 _SSE_HEADERS = {
     "Content-Type": "text/event-stream; charset=utf-8",
@@ -43,6 +47,8 @@ def _decision_headers(record: RequestRecord, *, cost_known: bool = True) -> dict
         headers["x-gateway-breaker"] = breaker
     if record.fallback is not None:
         headers["x-gateway-fallback"] = record.fallback
+    if isinstance(upstream_model := record.extra.get("upstream_model"), str):
+        headers["x-gateway-upstream-model"] = upstream_model  # upstreams/answers.py
     if record.cache is CacheOutcome.SEMANTIC and record.similarity is not None:
         # which stored question answered, how close it was, and the checks it passed
         headers["x-gateway-cache-similarity"] = f"{record.similarity:.4f}"
@@ -78,9 +84,20 @@ async def _read_body(request: web.Request, limit: int) -> bytes:
 
 async def chat_completions(request: web.Request) -> web.StreamResponse:
     runtime = request.app[RUNTIME]
-    clock = runtime.clock
-    started = clock.now()
     record = RequestRecord(request_id=runtime.ids.new(), started_at=time.time())
+    done = _Done(runtime, record)
+    token = bind_request_id(record.request_id)  # every line logged for it carries the id
+    task = runtime.inflight.enter()
+    try:
+        return await _answer(request, runtime, record, done)
+    finally:
+        runtime.inflight.leave(task)
+        unbind_request_id(token)
+
+
+async def _answer(
+    request: web.Request, runtime: GatewayRuntime, record: RequestRecord, done: _Done
+) -> web.StreamResponse:
     try:
         runtime.tenancy.identify(request.headers.get("Authorization"), record)
         raw = await _read_body(request, runtime.config.server.max_body_bytes)
@@ -102,7 +119,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         else:
             runtime.tenancy.admit(chat, record)
         if chat.stream:
-            return await _stream(request, runtime, chat, record, started)
+            return await _stream(request, runtime, chat, record, done)
         result = await runtime.pipeline.complete(chat, record)
         response = web.Response(
             body=result.body, status=record.status, content_type="application/json",
@@ -111,12 +128,57 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     except GatewayError as exc:
         record.status, record.error_code = exc.status, exc.code
         response = error_response(exc, record.request_id, _decision_headers(record))
+    except asyncio.CancelledError:
+        if not _shutting_down(runtime):
+            done(499, "client_closed_request")
+            raise
+        shutdown = _shutdown_error()  # cancelled by the drain: still answer, and say why
+        record.status, record.error_code = shutdown.status, shutdown.code
+        response = error_response(shutdown, record.request_id, _decision_headers(record))
     except Exception as exc:  # a bug: answer 500 without a traceback, log it with the id
         record.status, record.error_code = 500, "internal_error"
         response = error_response(exc, record.request_id, _decision_headers(record))
-    record.latency_ms = (clock.now() - started) * 1000
-    runtime.record_done(record)
+    done()
+    if runtime.lifecycle.phase is Phase.DRAINING:
+        response.force_close()  # no more requests on this connection
     return response
+
+
+class _Done:
+    """Logs and counts the request once, with its latency, whichever way it ends."""
+
+    __slots__ = ("_logged", "_record", "_runtime", "_started")
+
+    def __init__(self, runtime: GatewayRuntime, record: RequestRecord) -> None:
+        self._runtime, self._record = runtime, record
+        self._started = runtime.clock.now()
+        self._logged = False
+
+    def __call__(self, status: int | None = None, code: str | None = None) -> None:
+        if self._logged:
+            return
+        self._logged = True
+        record = self._record
+        if status is not None:
+            record.status, record.error_code = status, code
+        record.latency_ms = (self._runtime.clock.now() - self._started) * 1000
+        self._runtime.record_done(record)
+
+
+def _shutting_down(runtime: GatewayRuntime) -> bool:
+    """Cancelled by the drain (api/drain.py): take the cancellation back to answer 503."""
+    task = asyncio.current_task()
+    if runtime.lifecycle.phase is not Phase.DRAINING or task is None:
+        return False
+    task.uncancel()
+    return True
+
+
+def _shutdown_error() -> Overloaded:
+    return Overloaded(
+        "The gateway is shutting down and cancelled this request; retry it.",
+        retry_after_s=1.0, code=SHUTTING_DOWN,
+    )  # fmt: skip
 
 
 async def _stream(
@@ -124,35 +186,63 @@ async def _stream(
     runtime: GatewayRuntime,
     chat: ChatRequest,
     record: RequestRecord,
-    started: float,
+    done: _Done,
 ) -> web.StreamResponse:
     response: web.StreamResponse | None = None
     failure: tuple[int, str] | None = None
-    async with runtime.pipeline.stream(chat, record) as events:
-        cost_known = record.cache in (CacheOutcome.EXACT, CacheOutcome.SEMANTIC)
-        response = web.StreamResponse(
-            status=record.status,  # 200, or 503 for a shed answer when so configured
-            headers={**_SSE_HEADERS, **_decision_headers(record, cost_known=cost_known)},
-        )
-        await response.prepare(request)
-        try:
-            async for event in events:
-                await response.write(event)
-        except GatewayError as exc:
-            # Bytes are already on the wire: the failure travels as an SSE error event.
-            failure = exc.status, exc.code
-            await response.write(frame_json(gateway_error_payload(exc, record.request_id)))
-        except (ConnectionResetError, ConnectionError):
-            # The client went away: leaving this block closes the upstream request too.
-            failure = 499, "client_closed_request"
+    try:
+        async with runtime.pipeline.stream(chat, record) as events:
+            cost_known = record.cache in (CacheOutcome.EXACT, CacheOutcome.SEMANTIC)
+            response = web.StreamResponse(
+                status=record.status,  # 200, or 503 for a shed answer when so configured
+                headers={**_SSE_HEADERS, **_decision_headers(record, cost_known=cost_known)},
+            )
+            failure = await _relay(request, runtime, record, response, events)
+    except asyncio.CancelledError:  # while the stream opened or closed
+        if not _shutting_down(runtime):
+            done(499, "client_closed_request")  # the pipeline has billed what was generated
+            raise
+        failure = 503, SHUTTING_DOWN
     # set once the pipeline has closed the stream (and billed what was generated)
-    if failure is not None:
-        record.status, record.error_code = failure
-    record.latency_ms = (runtime.clock.now() - started) * 1000
-    runtime.record_done(record)
+    done(*(failure or (None, None)))
+    if response is None or not response.prepared:
+        if record.status == 499:
+            return web.Response(status=499)  # nobody reads it: the connection is gone
+        return error_response(_shutdown_error(), record.request_id, _decision_headers(record))
     if record.status != 499:
+        if runtime.lifecycle.phase is Phase.DRAINING:
+            response.force_close()
         await response.write_eof()
     return response
+
+
+async def _relay(
+    request: web.Request,
+    runtime: GatewayRuntime,
+    record: RequestRecord,
+    response: web.StreamResponse,
+    events: AsyncIterator[bytes],
+) -> tuple[int, str] | None:
+    """Send the stream; the failure to log, if any (the status line went out as 200)."""
+    try:
+        await response.prepare(request)  # a client gone already fails here: 499 as well
+        async for event in events:
+            await response.write(event)
+    except GatewayError as exc:
+        # Bytes are already on the wire: the failure travels as an SSE error event.
+        await response.write(frame_json(gateway_error_payload(exc, record.request_id)))
+        return exc.status, exc.code
+    except (ConnectionResetError, ConnectionError):
+        # The client went away: leaving the pipeline's block closes the upstream request too.
+        return 499, "client_closed_request"
+    except asyncio.CancelledError:
+        if not _shutting_down(runtime):
+            raise
+        if response.prepared:  # tell the client why the stream ends here
+            payload = gateway_error_payload(_shutdown_error(), record.request_id)
+            await response.write(frame_json(payload))
+        return 503, SHUTTING_DOWN
+    return None
 
 
 async def list_models(request: web.Request) -> web.Response:
@@ -196,19 +286,20 @@ async def healthz(request: web.Request) -> web.Response:
     records = {"backend": "none", "up": True} if log is None else log.status()
     # records: postgres: the semantic cache's vectors (None while they live in-process)
     vectors = None if runtime.semantic is None else runtime.semantic.store_status()
-    up = store["up"] and records["up"] and (vectors is None or vectors["up"])
-    body = {
-        # degraded: serving, but a shared store is down (outage policies apply; stores/)
-        "status": "ok" if up else "degraded",
-        "version": __version__,
-        "uptime_s": round(time.time() - runtime.started_at, 3),
-        "channels": sorted(runtime.channels),
-        "store": store,
-        "records": records,
-    }
-    if vectors is not None:
-        body["semantic_store"] = vectors
+    channels = sorted(runtime.channels)
+    problems = channel_problems(runtime.health, runtime.dispatcher.breaker, channels)
+    stores = {"store": store, "records": records, "semantic_store": vectors}
+    body = health_body(stores, problems, channels, runtime.started_at)
     return web.json_response(body, dumps=_dumps)
+
+
+async def readyz(request: web.Request) -> web.Response:
+    """200 while serving; 503 while starting and once a SIGTERM began the drain."""
+    runtime = request.app[RUNTIME]
+    response = readiness_response(runtime.lifecycle, runtime.ids.new())
+    if response.status != 200:
+        response.force_close()
+    return response
 
 
 async def metrics(request: web.Request) -> web.Response:

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import random
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from hybrid_gateway.accounting.prices import Price
+from hybrid_gateway.api.drain import InFlight
+from hybrid_gateway.api.health import ChannelHealth, Lifecycle
 from hybrid_gateway.api.ids import RequestIds
 from hybrid_gateway.cache.exact import ExactCache, MemoryExactCache
 from hybrid_gateway.cache.semantic.build import build_semantic_stage
@@ -21,6 +23,7 @@ from hybrid_gateway.config import GatewayConfig, read_api_key, resolve_path
 from hybrid_gateway.embedding.factory import SharedEmbedder, build_embedder
 from hybrid_gateway.observability.build_log import build_request_log
 from hybrid_gateway.observability.journaled_log import RequestLog
+from hybrid_gateway.observability.logs import RequestLines
 from hybrid_gateway.observability.metrics import GatewayMetrics
 from hybrid_gateway.pipeline.gateway import Pipeline, PipelineParts
 from hybrid_gateway.resilience.breaker import BreakerListener, BreakerSettings, CircuitBreaker
@@ -52,11 +55,19 @@ class GatewayRuntime:
     tenancy: Tenancy
     # Lane gates, deadline fallback + results store + webhook, load shedding.
     degradation: Degradation
+    # Consecutive failed requests per channel (/healthz) and the breakers (api/health.py).
+    health: ChannelHealth
+    dispatcher: Dispatcher
     # The semantic cache and the embedder it shares with the router (None when not configured).
     semantic: SemanticStage | None = None
     embedder: SharedEmbedder | None = None
     # stores.backend redis: the store and what lives in it (None: everything in this process).
     shared: SharedState | None = None
+    # The console's request lines and retry/breaker events (observability/logs.py).
+    lines: RequestLines = field(default_factory=RequestLines)
+    # Starting, ready, draining (/readyz), and the chat requests in flight (api/drain.py).
+    lifecycle: Lifecycle = field(default_factory=Lifecycle)
+    inflight: InFlight = field(default_factory=InFlight)
 
     def record_done(self, record: RequestRecord) -> None:
         """Log and count a finished request (before its response is acknowledged)."""
@@ -65,6 +76,8 @@ class GatewayRuntime:
             self.request_log.write(record)
         self.metrics.observe(record)
         self.degradation.observe(record)
+        self.health.observe(record)
+        self.lines.request(record)
 
     async def aclose(self) -> None:
         await self.degradation.aclose()  # background requests first: they log as they stop
@@ -148,15 +161,20 @@ def build_runtime(
         log_query=request_log.query if request_log is not None else None, shared=shared,
     )  # fmt: skip
 
+    lines = RequestLines()
+
     def log_late(record: RequestRecord) -> None:  # a late answer: its own row, its cost billed
         tenancy.settle(record)
         if request_log is not None:
             request_log.write(record)
+        lines.request(record)
 
     degradation = Degradation.build(config, clock, log=log_late, listeners=[metrics])
     if shared is not None:
         degradation.results.share(shared.results_mirror())
-    dispatcher = build_dispatcher(config, channels, clock, metrics, degradation.gates, shared)
+    dispatcher = build_dispatcher(
+        config, channels, clock, metrics, degradation.gates, shared, lines=lines
+    )
     pipeline = Pipeline(
         PipelineParts(router=router, dispatcher=dispatcher, prices=prices,
                       exact_cache=pipeline_cache, clock=clock,
@@ -170,6 +188,8 @@ def build_runtime(
         request_log=request_log, metrics=metrics, clock=clock, started_at=time.time(),
         model_ids=frozenset(m.id for m in config.models), ids=RequestIds(), tenancy=tenancy,
         degradation=degradation, semantic=semantic, embedder=embedder, shared=shared,
+        health=ChannelHealth(list(channels), config.server.health.failed_requests),
+        dispatcher=dispatcher, lines=lines,
     )  # fmt: skip
 
 
@@ -180,11 +200,15 @@ def build_dispatcher(
     metrics: GatewayMetrics,
     gates: LaneGates | None = None,
     shared: SharedState | None = None,
+    *,
+    lines: RequestLines | None = None,
 ) -> Dispatcher:
     """Retry policy, budget and one breaker per channel, from ``config.resilience``.
 
-    With ``shared`` the breakers also exchange their state through the shared store.
+    With ``shared`` the breakers also exchange their state through the shared store; ``lines``
+    logs each retry and breaker transition.
     """
+    events = [lines] if lines is not None else []
     retry, breaker = config.resilience.retry, config.resilience.breaker
     policy = (
         RetryPolicy(random.Random(), retry.backoff_s, retry.jitter, retry.max_retry_after_s)
@@ -194,7 +218,7 @@ def build_dispatcher(
     settings = breaker_settings(config)
     breakers = None
     if breaker.enabled:
-        listeners: list[BreakerListener] = [metrics]
+        listeners: list[BreakerListener] = [metrics, *events]
         if shared is not None:
             listeners.append(shared.breakers)
         breakers = {name: CircuitBreaker(name, clock, settings, listeners) for name in channels}
@@ -213,7 +237,7 @@ def build_dispatcher(
     budget = RetryBudget(clock, ratio=retry.budget_ratio, min_per_s=retry.budget_min_per_s)
     return Dispatcher(
         DispatchParts(
-            lanes, clock, budget, policy, breakers, [metrics],
+            lanes, clock, budget, policy, breakers, [metrics, *events],
             max_elapsed_s=retry.max_elapsed_s, gates=gates,
         )
     )  # fmt: skip

@@ -15,21 +15,44 @@ import sys
 from aiohttp import web
 
 from hybrid_gateway.api.app import create_app
+from hybrid_gateway.api.drain import drain_reserve_s, drain_runner
 from hybrid_gateway.api.reload import reload_on_sighup
+from hybrid_gateway.api.routes import RUNTIME
 from hybrid_gateway.api.workers import run_workers
-from hybrid_gateway.config import load_config
+from hybrid_gateway.config import GatewayConfig, load_config
+from hybrid_gateway.config_cli import summary_lines
 from hybrid_gateway.errors import ConfigError
-from hybrid_gateway.serving import run_with_best_loop, serve_until_signalled
+from hybrid_gateway.observability.logs import LEVELS, configure_logging
+from hybrid_gateway.serving import ListenError, run_with_best_loop, serve_until_signalled
+from hybrid_gateway.tools.cliargs import float_at_least, int_at_least
+
+_log = logging.getLogger("hybrid_gateway.serve")
+
+
+def _port(text: str) -> int:
+    value = int(text)
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be 0..65535, got {value}")
+    return value
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", required=True, help="the gateway's YAML config file")
     parser.add_argument("--host", help="override server.host")
-    parser.add_argument("--port", type=int, help="override server.port (0 = any free port)")
-    parser.add_argument("--grace-s", type=float, default=10.0, help="shutdown grace period")
-    parser.add_argument("--log-level", default="WARNING", help="Python logging level")
+    parser.add_argument("--port", type=_port, help="override server.port (0 = any free port)")
     parser.add_argument(
-        "--workers", type=int, default=1,
+        "--grace-s", type=float_at_least(0), default=10.0,
+        help="shutdown grace period: in-flight requests finish or are cancelled within it",
+    )  # fmt: skip
+    parser.add_argument(
+        "--log-level", type=str.upper, choices=LEVELS,
+        help="override server.log.level (INFO: a line per request)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--log-format", choices=("logfmt", "json"), help="override server.log.format"
+    )
+    parser.add_argument(
+        "--workers", type=int_at_least(1), default=1,
         help="gateway processes sharing the port (SO_REUSEPORT); see docs/scale-out.md",
     )  # fmt: skip
     # Set by the --workers parent on each worker it starts: bind with SO_REUSEPORT.
@@ -37,35 +60,76 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(message)s")
     try:
         config = load_config(args.config)
     except ConfigError as exc:
         print(f"config error: {exc}", file=sys.stderr)
         return 2
+    log = config.server.log
+    configure_logging(args.log_format or log.format, args.log_level or log.level)
     host = args.host or config.server.host
     port = config.server.port if args.port is None else args.port
-    if args.workers > 1:
-        argv = ["serve", "--config", args.config, "--grace-s", str(args.grace_s),
-                "--log-level", args.log_level]  # fmt: skip
-        return run_workers(argv, args.workers, host, port, args.grace_s)
-    app = create_app(config, config_path=args.config)
-    runner = web.AppRunner(app, access_log=None, shutdown_timeout=args.grace_s)
+    if not args.worker_process:  # the --workers parent speaks for all of them
+        for line in summary_lines(args.config, config):
+            _log.info(line.strip())
     try:
-        run_with_best_loop(
-            serve_until_signalled(
-                runner, host, port, "gateway", lambda: _started(app), reuse_port=args.worker_process
-            )
-        )
+        if args.workers > 1:
+            _warn_per_process(config, args.workers)
+            return run_workers(_worker_argv(args), args.workers, host, port, args.grace_s)
+        return _serve(config, args, host, port)
     except ConfigError as exc:  # raised while building the runtime (e.g. a missing API key env)
         print(f"config error: {exc}", file=sys.stderr)
         return 2
+    except ListenError as exc:
+        print(f"hybrid-gateway serve: {exc}", file=sys.stderr)
+        return 2
+
+
+def _serve(config: GatewayConfig, args: argparse.Namespace, host: str, port: int) -> int:
+    app = create_app(config, config_path=args.config)
+    # aiohttp's own shutdown only closes idle connections: the drain has already waited
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=drain_reserve_s(args.grace_s))
+
+    def started() -> None:
+        app[RUNTIME].lifecycle.ready()  # /readyz: 200 from now on
+        reload_on_sighup(app)  # api/reload.py: routing rules and thresholds
+        _tune_gc()
+
+    async def stop() -> None:
+        runtime = app[RUNTIME]
+        runtime.lifecycle.drain()  # /readyz: 503 from now on
+        await drain_runner(runner, runtime.inflight, args.grace_s)
+
+    run_with_best_loop(
+        serve_until_signalled(
+            runner, host, port, "gateway", started, reuse_port=args.worker_process, on_stop=stop
+        )
+    )
     return 0
 
 
-def _started(app: web.Application) -> None:
-    reload_on_sighup(app)  # api/reload.py: routing rules and thresholds
-    _tune_gc()
+def _worker_argv(args: argparse.Namespace) -> list[str]:
+    argv = ["serve", "--config", args.config, "--grace-s", str(args.grace_s)]
+    if args.log_level:
+        argv += ["--log-level", args.log_level]
+    if args.log_format:
+        argv += ["--log-format", args.log_format]
+    return argv
+
+
+def _warn_per_process(config: GatewayConfig, workers: int) -> None:
+    """State kept in each process is not shared by the workers: say what, once, at start."""
+    apart = []
+    if config.stores.backend == "memory":  # stores/settings.py
+        apart += ["exact cache", "rate limits", "budgets", "circuit breakers"]
+    if config.cache.semantic.enabled and config.stores.records != "postgres":
+        apart.append("semantic cache")
+    if apart:
+        _log.warning(
+            "each of the %d workers keeps its own %s: stores.backend: redis (and "
+            "stores.records: postgres for the semantic cache) share them (docs/scale-out.md)",
+            workers, ", ".join(apart),
+        )  # fmt: skip
 
 
 def _tune_gc() -> None:

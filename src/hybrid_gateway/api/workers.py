@@ -9,7 +9,9 @@ new connections over them; no request passes through the parent.  The parent:
   crash, which the others must not replay at the same time), then the rest;
 * prints ``gateway listening on http://HOST:PORT`` once every worker listens;
 * on SIGTERM/SIGINT sends SIGTERM to every worker: each closes its socket, finishes in-flight
-  requests within ``--grace-s``, flushes its request log and exits; the parent waits for them;
+  requests within ``--grace-s`` (cancelling the rest: api/drain.py), flushes its request log
+  and exits; the parent waits for them;
+* a port it cannot bind raises ``ListenError`` (``serve`` prints one line and exits 2);
 * if a worker dies on its own, stops the others and exits 1 (a process manager restarts it).
 
 Workers share the request log's SQLite file (WAL); each writes its own journal files (named by
@@ -29,6 +31,7 @@ import time
 from types import FrameType
 from typing import IO
 
+from hybrid_gateway.serving import ListenError, os_reason
 from hybrid_gateway.tools.processes import LISTENING_RE
 
 __all__ = ["run_workers"]
@@ -40,7 +43,11 @@ def run_workers(argv: list[str], workers: int, host: str, port: int, grace_s: fl
     """Run ``workers`` copies of ``serve`` (``argv`` minus host/port/workers) until signalled."""
     holder = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
     holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-    holder.bind((host, port))
+    try:
+        holder.bind((host, port))
+    except OSError as exc:
+        holder.close()
+        raise ListenError(f"cannot listen on {host}:{port}: {os_reason(exc)}") from None
     port = int(holder.getsockname()[1])
     stop = threading.Event()
 

@@ -31,7 +31,7 @@ BENCHES: dict[str, tuple[str, str]] = {
     ),
     "degrade": (
         "hybrid_gateway.tools.bench.degrade",
-        "faults and overload under load: 20 % errors + backup, lane isolation, 2x capacity",
+        "faults and overload under load: 20 percent errors + backup, lane isolation, 2x capacity",
     ),
     "routing": (
         "hybrid_gateway.routing.bench",

@@ -33,6 +33,22 @@ def section() -> Section:
                     "responses": {"200": json_response("The gateway is up.", ref("Health"))},
                 }
             },
+            "/readyz": {
+                "get": {
+                    "operationId": "readyz",
+                    "summary": "Readiness for load balancers: 200 while serving",
+                    "tags": ["operations"],
+                    "responses": {
+                        "200": json_response("Serving.", ref("Readiness")),
+                        "503": json_response(
+                            "Starting, or draining after SIGTERM: send traffic elsewhere "
+                            "(`code` `starting` or `draining`).",
+                            ref("Error"),
+                            ["x-request-id", "Retry-After"],
+                        ),
+                    },
+                }
+            },
             "/metrics": {
                 "get": {
                     "operationId": "metrics",
@@ -58,14 +74,22 @@ def section() -> Section:
         schemas={
             "Health": {
                 "type": "object",
-                "required": ["status", "version", "uptime_s", "channels", "store", "records"],
+                "required": [
+                    "status",
+                    "version",
+                    "uptime_s",
+                    "channels",
+                    "store",
+                    "records",
+                    "problems",
+                ],
                 "properties": {
                     "status": {
                         "type": "string",
                         "enum": ["ok", "degraded"],
                         "description": "`degraded`: serving, but a shared store (Redis, or "
                         "PostgreSQL for the records) is down (its outage policies apply; "
-                        "docs/scale-out.md).",
+                        "docs/scale-out.md), or a channel is in trouble (`problems`).",
                     },
                     "version": {"type": "string"},
                     "uptime_s": {"type": "number"},
@@ -81,12 +105,35 @@ def section() -> Section:
                         "(`stores.records`); `none` when the request log is disabled.",
                         "journal_files_buffered",
                     ),
+                    "problems": {
+                        "type": "array",
+                        "description": "Channels whose breaker is not closed "
+                        "(`breaker_open`, `breaker_half_open`) or whose last "
+                        "`server.health.failed_requests` requests all failed (`failing`).",
+                        "items": {
+                            "type": "object",
+                            "required": ["channel", "problem"],
+                            "properties": {
+                                "channel": {"type": "string"},
+                                "problem": {
+                                    "type": "string",
+                                    "enum": ["breaker_open", "breaker_half_open", "failing"],
+                                },
+                                "consecutive_failures": {"type": "integer"},
+                            },
+                        },
+                    },
                     "semantic_store": store_health(
                         ["postgres"],
                         "With `stores.records: postgres` and the semantic cache "
                         "on: the store of its vectors (absent otherwise).",
                     ),
                 },
-            }
+            },
+            "Readiness": {
+                "type": "object",
+                "required": ["status"],
+                "properties": {"status": {"type": "string", "enum": ["ready"]}},
+            },
         },
     )

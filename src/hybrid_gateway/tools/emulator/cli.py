@@ -14,7 +14,7 @@ from typing import Any
 
 from aiohttp import web
 
-from hybrid_gateway.serving import run_with_best_loop, serve_until_signalled
+from hybrid_gateway.serving import ListenError, run_with_best_loop, serve_until_signalled
 
 from .quality import TIERS, QualityAnswers
 from .server import create_emulator_app
@@ -53,6 +53,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--min-output-tokens", type=int)
     parser.add_argument("--max-output-tokens", type=int)
+    parser.add_argument(
+        "--tool-call-rate",
+        type=float,
+        help="share of requests with tools and tool_choice auto that get a tool call (0..1)",
+    )
     quality = parser.add_argument_group("quality model (see docs/emulator.md)")
     quality.add_argument(
         "--workload", type=Path, help="answer its questions right or wrong by their labels"
@@ -77,7 +82,9 @@ def settings_from_args(args: argparse.Namespace) -> EmulatorSettings:
     base = profile(args.profile)
     engine = replace(base.engine, **_given(args, _ENGINE_FLAGS))
     faults = replace(FaultSettings(), **_given(args, _FAULT_FLAGS))
-    outputs = _given(args, {"min_output_tokens": int, "max_output_tokens": int})
+    outputs = _given(
+        args, {"min_output_tokens": int, "max_output_tokens": int, "tool_call_rate": float}
+    )
     return replace(
         base,
         model=args.model or base.model,
@@ -119,5 +126,9 @@ def run(args: argparse.Namespace) -> int:
     app = create_emulator_app(settings, answers=answers)
     # handler_cancellation: a client that hangs up frees its batch slot, as in vLLM
     runner = web.AppRunner(app, access_log=None, handle_signals=False, handler_cancellation=True)
-    run_with_best_loop(serve_until_signalled(runner, args.host, args.port, "emulator"))
+    try:
+        run_with_best_loop(serve_until_signalled(runner, args.host, args.port, "emulator"))
+    except ListenError as exc:  # e.g. the port is in use: one line, not a traceback
+        print(f"hybrid-gateway emulate: {exc}", file=sys.stderr)
+        return 2
     return 0

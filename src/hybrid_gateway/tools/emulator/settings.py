@@ -70,7 +70,9 @@ class EmulatorSettings:
     ``min_output_tokens`` / ``max_output_tokens`` bound the natural answer length, which is picked
     from a hash of the prompt (so the same prompt always gets the same length); a request's
     ``max_tokens`` can only shorten it.  ``strict_model`` answers other model names with 404,
-    as vLLM does; by default any name is accepted and echoed.
+    as vLLM does; by default any name is accepted and echoed.  ``tool_call_rate`` is how often
+    a request offering ``tools`` with ``tool_choice: auto`` gets a tool call (by a hash of the
+    prompt); ``required`` or a named function always gets one, ``none`` never.
     """
 
     model: str
@@ -80,9 +82,11 @@ class EmulatorSettings:
     faults: FaultSettings = field(default_factory=FaultSettings)
     zero_delay: bool = False
     strict_model: bool = False
+    tool_call_rate: float = 1.0
 
     def __post_init__(self) -> None:
         _check(bool(self.model), "model must not be empty")
+        _check(0.0 <= self.tool_call_rate <= 1.0, "tool_call_rate must be within [0, 1]")
         _check("@" not in self.model, "model must not contain '@' (it selects scripted faults)")
         _check(self.min_output_tokens >= 1, "min_output_tokens must be >= 1")
         _check(

@@ -1,0 +1,138 @@
+"""The console log (observability/logs.py): line formats, levels, the bound request id."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import shlex
+from collections.abc import Iterator
+
+import pytest
+
+from hybrid_gateway.observability.logs import (
+    REQUEST_FIELDS,
+    RequestLines,
+    bind_request_id,
+    configure_logging,
+    request_level,
+    unbind_request_id,
+)
+from hybrid_gateway.resilience.breaker import BreakerState
+from hybrid_gateway.types import CacheOutcome, RequestRecord, RouteDecision, Usage
+
+
+@pytest.fixture
+def root_logging() -> Iterator[None]:
+    """configure_logging changes the root logger: put it back afterwards."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    try:
+        yield
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
+
+
+def served(**changes: object) -> RequestRecord:
+    record = RequestRecord(request_id="req_abc", started_at=1.0, model="auto", tenant="acme",
+                           app="wiki", cache=CacheOutcome.MISS, status=200, latency_ms=12.345,
+                           route=RouteDecision("light", "light-emu", "short-question"),
+                           usage=Usage(10, 5), cost_usd=0.0000011, retries=1)  # fmt: skip
+    for name, value in changes.items():
+        setattr(record, name, value)
+    return record
+
+
+def logfmt(line: str) -> dict[str, str]:
+    """A logfmt line read back (shlex handles the quoted values)."""
+    return dict(part.split("=", 1) for part in shlex.split(line))
+
+
+def lines_of(stream: io.StringIO) -> list[str]:
+    return stream.getvalue().splitlines()
+
+
+def test_a_json_request_line_has_every_field(root_logging: None) -> None:
+    out = io.StringIO()
+    configure_logging("json", "INFO", out)
+    RequestLines().request(served())
+    (line,) = lines_of(out)
+    fields = json.loads(line)
+    assert set(REQUEST_FIELDS) | {"ts", "level", "logger", "msg", "request_id"} == set(fields)
+    assert fields["msg"] == "request" and fields["level"] == "INFO"
+    assert fields["request_id"] == "req_abc" and fields["tenant"] == "acme"
+    assert (fields["lane"], fields["channel"], fields["rule"]) == (
+        "light", "light-emu", "short-question"
+    )  # fmt: skip
+    assert fields["status"] == 200 and fields["latency_ms"] == 12.35
+    assert fields["cost_usd"] == 0.0000011 and fields["retries"] == 1
+    assert fields["fallback"] is None and fields["cache"] == "miss"
+
+
+def test_a_logfmt_line_quotes_what_needs_it_and_stays_one_line(root_logging: None) -> None:
+    out = io.StringIO()
+    configure_logging("logfmt", "INFO", out)
+    log = logging.getLogger("hybrid_gateway.test")
+    log.warning('a "quoted" value\nwith a newline', extra={"fields": {"path": "a b=c"}})
+    try:
+        raise ValueError("boom")
+    except ValueError:
+        log.exception("failed")
+    first, second = lines_of(out)
+    assert logfmt(first)["msg"] == 'a "quoted" value\\nwith a newline'
+    assert logfmt(first)["path"] == "a b=c" and logfmt(first)["level"] == "WARNING"
+    assert logfmt(second)["level"] == "ERROR" and "ValueError: boom" in logfmt(second)["exc"]
+
+
+def test_levels_info_warning_for_a_fallback_error_for_a_5xx() -> None:
+    assert request_level(served()) == logging.INFO
+    assert request_level(served(status=429, error_code="rate_limit_exceeded")) == logging.INFO
+    assert request_level(served(fallback="breaker")) == logging.WARNING
+    assert request_level(served(fallback="shed")) == logging.WARNING
+    assert request_level(served(status=502, error_code="upstream_error")) == logging.ERROR
+
+
+def test_retry_and_breaker_events_carry_the_bound_request_id(root_logging: None) -> None:
+    out = io.StringIO()
+    configure_logging("logfmt", "INFO", out)
+    lines = RequestLines()
+    token = bind_request_id("req_retry")
+    try:
+        lines.retry("heavy-emu", "upstream_unavailable")
+        lines.state_change("heavy-emu", BreakerState.CLOSED, BreakerState.OPEN)
+    finally:
+        unbind_request_id(token)
+    lines.retry("light-emu", "upstream_timeout")  # no request bound: no id
+    retry, breaker, unbound = (logfmt(line) for line in lines_of(out))
+    assert retry["msg"] == "retry" and retry["request_id"] == "req_retry"
+    assert retry["level"] == "WARNING" and retry["code"] == "upstream_unavailable"
+    assert (breaker["msg"], breaker["old"], breaker["new"]) == ("breaker", "closed", "open")
+    assert "request_id" not in unbound
+
+
+class _Counting(logging.Formatter):
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = 0
+
+    def format(self, record: logging.LogRecord) -> str:
+        self.calls += 1
+        return ""
+
+
+def test_a_request_line_below_the_level_is_never_formatted() -> None:
+    logger = logging.getLogger("hybrid_gateway.test.quiet")
+    logger.propagate = False
+    handler = logging.StreamHandler(io.StringIO())
+    formatter = _Counting()
+    handler.setFormatter(formatter)
+    logger.addHandler(handler)
+    logger.setLevel(logging.WARNING)
+    try:
+        RequestLines(logger).request(served())
+        assert formatter.calls == 0
+        RequestLines(logger).request(served(status=503, error_code="circuit_open"))
+        assert formatter.calls == 1
+    finally:
+        logger.removeHandler(handler)
