@@ -4,7 +4,14 @@ It stands in for a GPU serving stack (vLLM, SGLang) in tests and benchmarks; two
 the ``light`` and ``heavy`` profiles play the two models.  See ``docs/emulator.md``.
 """
 
-from .engine import BatchScheduler, ContextTooLongError, Engine, EngineStats, Sequence
+from .engine import (
+    BatchScheduler,
+    ContextTooLongError,
+    Engine,
+    EngineStats,
+    Sequence,
+    SequenceGroup,
+)
 from .faults import Fault, FaultInjector, FaultKind, Script, parse_model
 from .server import EmulatorService, create_emulator_app
 from .settings import (
@@ -38,6 +45,7 @@ __all__ = [
     "PseudoAnswers",
     "Script",
     "Sequence",
+    "SequenceGroup",
     "create_emulator_app",
     "parse_model",
     "profile",

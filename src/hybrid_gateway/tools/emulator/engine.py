@@ -66,11 +66,39 @@ class Sequence:
 
     async def progress(self) -> AsyncIterator[int]:
         """Yield the count of tokens generated so far each time it grows, until done."""
-        seen = 0
+        async for (generated,) in SequenceGroup([self], self._progress).progress():
+            yield generated
+
+    async def wait_done(self) -> None:
+        await SequenceGroup([self], self._progress).wait_done()
+
+
+class SequenceGroup:
+    """The ``n`` sequences of one request (``n > 1`` samples), woken by one shared event.
+
+    As in vLLM's parallel sampling, the prompt is prefilled and held once: the first sequence
+    carries it and the others only their own output tokens; each takes a batch slot.
+    """
+
+    def __init__(self, seqs: list[Sequence], progress: asyncio.Event) -> None:
+        self.seqs = seqs
+        self._progress = progress
+
+    @property
+    def done(self) -> bool:
+        return all(seq.done for seq in self.seqs)
+
+    def generated(self) -> tuple[int, ...]:
+        return tuple(seq.generated for seq in self.seqs)
+
+    async def progress(self) -> AsyncIterator[tuple[int, ...]]:
+        """Yield every sequence's count of generated tokens each time one grows, until done."""
+        seen = tuple(0 for _ in self.seqs)
         while True:
             self._progress.clear()
-            if self.generated > seen:
-                seen = self.generated
+            now = self.generated()
+            if now != seen:
+                seen = now
                 yield seen
                 continue  # more tokens may have come while the consumer was busy
             if self.done:
@@ -116,6 +144,18 @@ class BatchScheduler:
                 f"({seq.prompt_tokens} prompt + {seq.output_tokens} output); budget is {budget}"
             )
         self.waiting.append(seq)
+
+    def enqueue_group(self, seqs: list[Sequence]) -> None:
+        """Queue the sequences of one request together, or none of them."""
+        need = sum(seq.kv_tokens for seq in seqs)
+        budget = self._settings.kv_budget_tokens
+        if need > budget:
+            raise ContextTooLongError(
+                f"request needs {need} KV tokens ({seqs[0].prompt_tokens} prompt + "
+                f"{need - seqs[0].prompt_tokens} output over {len(seqs)} choices); "
+                f"budget is {budget}"
+            )
+        self.waiting.extend(seqs)
 
     def cancel(self, seq: Sequence) -> None:
         """Drop a request (its client went away); a running one frees its slot at once."""
@@ -211,8 +251,25 @@ class Engine:
         self._wake.set()
         return seq
 
+    def submit_group(self, prompt_tokens: int, outputs: list[int]) -> SequenceGroup:
+        """Queue one request's ``len(outputs)`` choices; the first carries the prompt."""
+        if not outputs or min(outputs) < 1:
+            raise ValueError("every choice needs output_tokens >= 1")
+        now, event = self._clock.now(), asyncio.Event()
+        seqs = [
+            Sequence(prompt_tokens if i == 0 else 0, out, submitted_at=now, _progress=event)
+            for i, out in enumerate(outputs)
+        ]
+        self._scheduler.enqueue_group(seqs)
+        self._wake.set()
+        return SequenceGroup(seqs, event)
+
     def cancel(self, seq: Sequence) -> None:
         self._scheduler.cancel(seq)
+
+    def cancel_group(self, group: SequenceGroup) -> None:
+        for seq in group.seqs:
+            self._scheduler.cancel(seq)
 
     def stats(self) -> EngineStats:
         return self._scheduler.stats()

@@ -31,7 +31,7 @@ from hybrid_gateway.tools.workload.schema import (
     read_workload,
 )
 
-from .text import _WORDS, AnswerSource, Prompt, stable_hash
+from .text import WORDS, AnswerSource, Prompt, stable_hash
 
 TIERS = ("light", "heavy")
 
@@ -106,5 +106,5 @@ def marked_answer(expected: Expected, model: str, question: str) -> str:
     rng = random.Random(stable_hash(model, question.strip()))
     pieces.extend(split_tokens(f" [{model}]"))
     while len(pieces) < expected.tokens - 1:
-        pieces.extend(split_tokens(" " + rng.choice(_WORDS)))
+        pieces.extend(split_tokens(" " + rng.choice(WORDS)))
     return "".join(pieces[: expected.tokens - 1]) + "."

@@ -18,23 +18,16 @@ from dataclasses import asdict, dataclass
 import orjson
 from aiohttp import web
 
-from hybrid_gateway.accounting.tokens import split_tokens
 from hybrid_gateway.resilience.clock import Clock, MonotonicClock
 
-from .engine import ContextTooLongError, Engine, Sequence
+from .engine import ContextTooLongError, Engine, SequenceGroup
 from .faults import NO_FAULT, NO_SCRIPT, Fault, FaultInjector, FaultKind, parse_model
+from .instances import SchemaError
+from .replies import Choice, Reply, ReplyBuilder
+from .request import BadRequestError, ChatCall, parse_chat_call
 from .settings import EmulatorSettings
-from .text import AnswerSource, PseudoAnswers, stable_hash
-from .wire import (
-    BadRequestError,
-    ChatCall,
-    ChunkEncoder,
-    CompletionIds,
-    Reply,
-    completion_body,
-    error_body,
-    parse_chat_call,
-)
+from .text import AnswerSource, Prompt, PseudoAnswers, stable_hash
+from .wire import ChunkEncoder, CompletionIds, completion_body, error_body
 
 _JSON = "application/json"
 _SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
@@ -64,6 +57,8 @@ class EmulatorService:
         self._engine = Engine(settings.engine, clock)
         self._faults = FaultInjector(settings.faults)
         self._ids = CompletionIds()
+        text = self._zero_delay_text if settings.zero_delay else self._answer_text
+        self._replies = ReplyBuilder(settings.model, text, settings.tool_call_rate)
         model = {
             "id": settings.model,
             "object": "model",
@@ -128,37 +123,37 @@ class EmulatorService:
             request.transport.abort()
         return web.Response(status=499)  # never reaches the client
 
-    def _reply(self, call: ChatCall, text: str) -> Reply:
-        pieces = split_tokens(text) or [""]
-        finish_reason = "stop"
-        if call.max_tokens is not None and call.max_tokens < len(pieces):
-            pieces, finish_reason = pieces[: call.max_tokens], "length"
-        return Reply(pieces, finish_reason, call.prompt.tokens)
-
-    def _zero_delay_text(self, call: ChatCall) -> str:
+    def _zero_delay_text(self, prompt: Prompt) -> str:
         # The upstream of the overhead benchmark: a short answer that still differs per prompt,
         # without the engine or the answer source.
-        return f"[{self.settings.model}] answer {stable_hash(call.prompt.text) & 0xFFFFFFFF:08x}."
+        return f"[{self.settings.model}] answer {stable_hash(prompt.text) & 0xFFFFFFFF:08x}."
+
+    def _answer_text(self, prompt: Prompt) -> str:
+        return self._answers.answer(prompt, self.settings.model)
 
     async def _answer(
         self, request: web.Request, call: ChatCall, fault: Fault
     ) -> web.StreamResponse:
+        try:
+            reply = self._replies.build(call)
+        except SchemaError as exc:
+            param = "response_format" if call.json_schema is not None else "tools"
+            return self._error(400, str(exc), param, "invalid_json_schema")
         if self.settings.zero_delay:
-            reply = self._reply(call, self._zero_delay_text(call))
             if fault is NO_FAULT and not call.stream:
                 return self._complete(call, reply)  # the hot path of the overhead benchmark
             return await self._respond(request, call, reply, fault, None)
-        reply = self._reply(call, self._answers.answer(call.prompt, self.settings.model))
+        outputs = [choice.tokens for choice in reply.choices]
         try:
-            seq = self._engine.submit(reply.prompt_tokens, len(reply.pieces))
+            group = self._engine.submit_group(reply.prompt_tokens, outputs)
         except ContextTooLongError as exc:
             return self._error(400, str(exc), "messages", "context_length_exceeded")
         try:
-            return await self._respond(request, call, reply, fault, seq)
+            return await self._respond(request, call, reply, fault, group)
         finally:
-            if not seq.done:  # the client went away (handler cancelled): free the slot
+            if not group.done:  # the client went away (handler cancelled): free the slots
                 self.counters.cancelled += 1
-                self._engine.cancel(seq)
+                self._engine.cancel_group(group)
 
     async def _respond(
         self,
@@ -166,14 +161,15 @@ class EmulatorService:
         call: ChatCall,
         reply: Reply,
         fault: Fault,
-        seq: Sequence | None,
+        group: SequenceGroup | None,
     ) -> web.StreamResponse:
         if call.stream:
-            return await self._stream(request, call, reply, fault, seq)
-        if seq is not None:
-            await seq.wait_done()
+            return await self._stream(request, call, reply, fault, group)
+        if group is not None:
+            await group.wait_done()
         if fault.token_delay_s:
-            await self._clock.sleep(fault.token_delay_s * len(reply.pieces))
+            longest = max(choice.tokens for choice in reply.choices)
+            await self._clock.sleep(fault.token_delay_s * longest)
         if fault.kind is FaultKind.MIDSTREAM_RESET:
             return await self._partial_body(request, call, reply)
         return self._complete(call, reply)
@@ -186,7 +182,7 @@ class EmulatorService:
     def _count_served(self, reply: Reply) -> None:
         self.counters.served += 1
         self.counters.prompt_tokens += reply.prompt_tokens
-        self.counters.completion_tokens += len(reply.pieces)
+        self.counters.completion_tokens += reply.completion_tokens
 
     async def _partial_body(
         self, request: web.Request, call: ChatCall, reply: Reply
@@ -205,22 +201,22 @@ class EmulatorService:
         call: ChatCall,
         reply: Reply,
         fault: Fault,
-        seq: Sequence | None,
+        group: SequenceGroup | None,
     ) -> web.StreamResponse:
         """Send each token as the engine makes it (all at once without an engine)."""
         encoder = ChunkEncoder(self._ids.next(), int(time.time()), call.model, call.include_usage)
         response = web.StreamResponse(headers=_SSE_HEADERS)
         try:
-            if seq is None and fault is NO_FAULT:  # zero-delay: the whole stream in one write
+            if group is None and fault is NO_FAULT:  # zero-delay: the whole stream in one write
                 await response.prepare(request)
-                frames = encoder.role() + encoder.content(reply.pieces) + encoder.finish(reply)
-                await response.write(frames)
-            elif await self._stream_tokens(request, response, encoder, reply, fault, seq):
-                await response.write(encoder.finish(reply))
+                frames = [encoder.advance(c, 0, c.tokens) for c in reply.choices]
+                await response.write(b"".join(frames) + encoder.end(reply))
+            elif await self._stream_tokens(request, response, encoder, reply, fault, group):
+                await response.write(encoder.end(reply))
             else:
                 return self._reset(request)
         except ConnectionResetError:
-            return response  # the client left; the caller frees its engine slot
+            return response  # the client left; the caller frees its engine slots
         self._count_served(reply)
         return response
 
@@ -231,42 +227,55 @@ class EmulatorService:
         encoder: ChunkEncoder,
         reply: Reply,
         fault: Fault,
-        seq: Sequence | None,
+        group: SequenceGroup | None,
     ) -> bool:
-        """Write the role chunk and the tokens; False if a mid-stream reset cut them short."""
+        """Write each choice's tokens as they come; False if a mid-stream reset cut them short."""
         midstream = fault.kind is FaultKind.MIDSTREAM_RESET
-        sent = 0
-        async for generated in _timeline(seq, len(reply.pieces)):
+        sent = [0] * len(reply.choices)
+        async for generated in _timeline(group, reply):
             if not response.prepared:  # headers go out with the first token, as in vLLM
                 await response.prepare(request)
-                await response.write(encoder.role())
-            upto = min(generated, _MIDSTREAM_CHUNKS) if midstream else generated
-            await self._write_pieces(response, encoder, reply.pieces[sent:upto], fault)
-            sent = upto
-            if midstream and sent >= min(_MIDSTREAM_CHUNKS, len(reply.pieces)):
+            for choice, upto in zip(reply.choices, generated, strict=True):
+                if midstream:
+                    upto = min(upto, _MIDSTREAM_CHUNKS)
+                await self._write_tokens(response, encoder, choice, sent[choice.index], upto, fault)
+                sent[choice.index] = upto
+            if midstream and all(
+                n >= min(_MIDSTREAM_CHUNKS, c.tokens)
+                for n, c in zip(sent, reply.choices, strict=True)
+            ):
                 return False
         return True
 
-    async def _write_pieces(
-        self, response: web.StreamResponse, encoder: ChunkEncoder, pieces: list[str], fault: Fault
+    async def _write_tokens(
+        self,
+        response: web.StreamResponse,
+        encoder: ChunkEncoder,
+        choice: Choice,
+        start: int,
+        stop: int,
+        fault: Fault,
     ) -> None:
-        if not fault.token_delay_s:
-            await response.write(encoder.content(pieces))
+        finish = fault.kind is not FaultKind.MIDSTREAM_RESET
+        if start >= stop:
             return
-        for piece in pieces:
+        if not fault.token_delay_s:
+            await response.write(encoder.advance(choice, start, stop, finish))
+            return
+        for token in range(start, stop):
             await self._clock.sleep(fault.token_delay_s)
-            await response.write(encoder.content((piece,)))
+            await response.write(encoder.advance(choice, token, token + 1, finish))
 
 
 SERVICE = web.AppKey("emulator_service", EmulatorService)
 
 
-async def _timeline(seq: Sequence | None, total: int) -> AsyncIterator[int]:
-    """Cumulative token counts as they become available."""
-    if seq is None:
-        yield total
+async def _timeline(group: SequenceGroup | None, reply: Reply) -> AsyncIterator[tuple[int, ...]]:
+    """Each choice's cumulative token count, as the counts grow."""
+    if group is None:
+        yield tuple(choice.tokens for choice in reply.choices)
         return
-    async for generated in seq.progress():
+    async for generated in group.progress():
         yield generated
 
 

@@ -57,7 +57,7 @@ _VOCABULARY = (
     "process step should could would first second finally because therefore however also "
     "model latency budget cache route queue token batch memory limit error retry timeout"
 )
-_WORDS = tuple(_VOCABULARY.split())
+WORDS = tuple(_VOCABULARY.split())
 
 
 class PseudoAnswers:
@@ -78,6 +78,6 @@ class PseudoAnswers:
         rng = random.Random(stable_hash(model, prompt.text))
         pieces = split_tokens(f"[{model}]")
         while len(pieces) < target - 1:
-            pieces.extend(split_tokens(" " + rng.choice(_WORDS)))
+            pieces.extend(split_tokens(" " + rng.choice(WORDS)))
         # end on a full stop; cutting at a piece boundary keeps the count exact on re-splitting
         return "".join(pieces[: target - 1]) + "."

@@ -1,7 +1,10 @@
-"""The OpenAI wire format: parse a chat request, encode completions, chunks and errors.
+"""The OpenAI wire format: encode completions, stream chunks and errors.
 
 Bodies are built with orjson; a streamed chunk is a precomputed prefix and suffix around the
-JSON-encoded token piece, so streaming costs one small ``orjson.dumps`` per token.
+JSON-encoded token piece, so streaming costs one small ``orjson.dumps`` per token.  A streamed
+tool call goes as OpenAI sends it: a first delta with the call's index, id, type, function name
+and empty arguments, then one delta per fragment of the arguments.  With ``n > 1`` every chunk
+carries one choice and its index.
 """
 
 from __future__ import annotations
@@ -9,13 +12,12 @@ from __future__ import annotations
 import itertools
 import secrets
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
 import orjson
 
-from .text import Prompt
+from .replies import Choice, Reply
 
 _ERROR_TYPES: Mapping[int, str] = MappingProxyType(
     {
@@ -30,86 +32,6 @@ _ERROR_TYPES: Mapping[int, str] = MappingProxyType(
 )
 _DONE = b"data: [DONE]\n\n"
 _MARK = "\x00piece\x00"
-
-
-class BadRequestError(ValueError):
-    """The request body is not a valid chat completion request (HTTP 400)."""
-
-    def __init__(self, message: str, param: str | None = None, code: str | None = None) -> None:
-        super().__init__(message)
-        self.param = param
-        self.code = code
-
-
-@dataclass(frozen=True, slots=True)
-class ChatCall:
-    """The parts of a chat completion request the emulator acts on."""
-
-    model: str
-    prompt: Prompt
-    max_tokens: int | None
-    stream: bool
-    include_usage: bool
-
-
-def parse_chat_call(raw: bytes, default_model: str) -> ChatCall:
-    try:
-        body = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise BadRequestError(f"request body is not valid JSON: {exc}") from None
-    if not isinstance(body, dict):
-        raise BadRequestError("request body must be a JSON object")
-    model = body.get("model", default_model)
-    if not isinstance(model, str) or not model:
-        raise BadRequestError("'model' must be a non-empty string", param="model")
-    stream = body.get("stream") or False
-    if not isinstance(stream, bool):
-        raise BadRequestError("'stream' must be a boolean", param="stream")
-    if body.get("n", 1) not in (1, None):
-        raise BadRequestError("only n=1 is supported", param="n")
-    options = body.get("stream_options") or {}
-    include_usage = isinstance(options, dict) and options.get("include_usage") is True
-    return ChatCall(
-        model=model,
-        prompt=Prompt.from_contents(_contents(body.get("messages"))),
-        max_tokens=_max_tokens(body),
-        stream=stream,
-        include_usage=include_usage,
-    )
-
-
-def _contents(messages: Any) -> list[tuple[str, str]]:
-    if not isinstance(messages, list) or not messages:
-        raise BadRequestError("'messages' must be a non-empty array", param="messages")
-    contents: list[tuple[str, str]] = []
-    for i, message in enumerate(messages):
-        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
-            raise BadRequestError(f"messages[{i}] must be an object with a 'role'", "messages")
-        contents.append((message["role"], _text(message.get("content"), i)))
-    return contents
-
-
-def _text(content: Any, index: int) -> str:
-    if content is None or isinstance(content, str):
-        return content or ""
-    if isinstance(content, list):  # content parts: keep the text ones
-        return "".join(
-            part["text"]
-            for part in content
-            if isinstance(part, dict) and isinstance(part.get("text"), str)
-        )
-    raise BadRequestError(f"messages[{index}].content must be a string or an array", "messages")
-
-
-def _max_tokens(body: dict[str, Any]) -> int | None:
-    for key in ("max_completion_tokens", "max_tokens"):
-        value = body.get(key)
-        if value is None:
-            continue
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise BadRequestError(f"'{key}' must be a positive integer", param=key)
-        return value
-    return None
 
 
 def error_body(
@@ -139,37 +61,42 @@ class CompletionIds:
         return f"{self._prefix}{next(self._counter):08x}"
 
 
-@dataclass(frozen=True, slots=True)
-class Reply:
-    """One answer, cut into token pieces, and why it stopped."""
-
-    pieces: list[str]
-    finish_reason: str  # "stop" or "length"
-    prompt_tokens: int
+def _message(choice: Choice) -> dict[str, Any]:
+    if choice.call is None:
+        return {"role": "assistant", "content": choice.text}
+    function = {"name": choice.call.name, "arguments": choice.text}
+    tool_call = {"id": choice.call.id, "type": "function", "function": function}
+    return {"role": "assistant", "content": None, "tool_calls": [tool_call]}
 
 
 def completion_body(rid: str, created: int, model: str, reply: Reply) -> bytes:
-    message = {"role": "assistant", "content": "".join(reply.pieces)}
-    choice = {
-        "index": 0,
-        "message": message,
-        "logprobs": None,
-        "finish_reason": reply.finish_reason,
-    }
+    choices = [
+        {
+            "index": choice.index,
+            "message": _message(choice),
+            "logprobs": None,
+            "finish_reason": choice.finish_reason,
+        }
+        for choice in reply.choices
+    ]
     return orjson.dumps(
         {
             "id": rid,
             "object": "chat.completion",
             "created": created,
             "model": model,
-            "choices": [choice],
-            "usage": _usage(reply.prompt_tokens, len(reply.pieces)),
+            "choices": choices,
+            "usage": _usage(reply.prompt_tokens, reply.completion_tokens),
         }
     )
 
 
 class ChunkEncoder:
-    """The SSE frames of one streamed completion, in the order OpenAI sends them."""
+    """The SSE frames of one streamed completion, in the order OpenAI sends them.
+
+    ``advance(choice, start, stop)`` gives the frames for the choice's tokens ``start..stop``:
+    the role delta before its first token and the finish delta after its last.
+    """
 
     def __init__(self, rid: str, created: int, model: str, include_usage: bool) -> None:
         self._head: dict[str, Any] = {
@@ -179,28 +106,54 @@ class ChunkEncoder:
             "model": model,
         }
         self._include_usage = include_usage
-        template = self._frame({"content": _MARK}, None)
-        self._before, self._after = template.split(orjson.dumps(_MARK), 1)
+        self._templates: dict[tuple[int, bool], tuple[bytes, bytes]] = {}
 
-    def _frame(self, delta: dict[str, str], finish_reason: str | None) -> bytes:
-        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
+    def _frame(self, index: int, delta: dict[str, Any], finish_reason: str | None) -> bytes:
+        choice = {"index": index, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
         chunk = {**self._head, "choices": [choice]}
         if self._include_usage:
             chunk["usage"] = None
         return b"data: " + orjson.dumps(chunk) + b"\n\n"
 
-    def role(self) -> bytes:
-        return self._frame({"role": "assistant", "content": ""}, None)
+    def _template(self, index: int, arguments: bool) -> tuple[bytes, bytes]:
+        """The bytes around a piece's JSON string: content, or a tool call's arguments."""
+        key = (index, arguments)
+        if key not in self._templates:
+            delta: dict[str, Any] = {"content": _MARK}
+            if arguments:
+                delta = {"tool_calls": [{"index": 0, "function": {"arguments": _MARK}}]}
+            before, after = self._frame(index, delta, None).split(orjson.dumps(_MARK), 1)
+            self._templates[key] = before, after
+        return self._templates[key]
 
-    def content(self, pieces: Iterable[str]) -> bytes:
-        before, after = self._before, self._after
+    def pieces(self, index: int, pieces: Iterable[str], arguments: bool = False) -> bytes:
+        before, after = self._template(index, arguments)
         return b"".join(before + orjson.dumps(piece) + after for piece in pieces)
 
-    def finish(self, reply: Reply) -> bytes:
-        frames = [self._frame({}, reply.finish_reason)]
-        if self._include_usage:
-            usage = _usage(reply.prompt_tokens, len(reply.pieces))
-            frames.append(b"data: " + orjson.dumps({**self._head, "choices": [], "usage": usage}))
-            frames.append(b"\n\n")
-        frames.append(_DONE)
+    def advance(self, choice: Choice, start: int, stop: int, finish: bool = True) -> bytes:
+        """Frames for tokens ``start..stop`` (a tool call's token 0 is its header)."""
+        frames: list[bytes] = []
+        call, index = choice.call, choice.index
+        if start == 0 < stop:
+            content = "" if call is None else None
+            frames.append(self._frame(index, {"role": "assistant", "content": content}, None))
+        if call is None:
+            frames.append(self.pieces(index, choice.pieces[start:stop]))
+        else:
+            if start == 0 < stop:
+                function = {"name": call.name, "arguments": ""}
+                header = {"index": 0, "id": call.id, "type": "function", "function": function}
+                frames.append(self._frame(index, {"tool_calls": [header]}, None))
+            fragments = choice.pieces[max(start, 1) - 1 : max(stop, 1) - 1]
+            frames.append(self.pieces(index, fragments, arguments=True))
+        if finish and start < stop == choice.tokens:
+            frames.append(self._frame(index, {}, choice.finish_reason))
         return b"".join(frames)
+
+    def end(self, reply: Reply) -> bytes:
+        """The usage chunk (when asked for) and ``[DONE]``."""
+        if not self._include_usage:
+            return _DONE
+        usage = _usage(reply.prompt_tokens, reply.completion_tokens)
+        usage_chunk = orjson.dumps({**self._head, "choices": [], "usage": usage})
+        return b"data: " + usage_chunk + b"\n\n" + _DONE
