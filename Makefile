@@ -50,6 +50,7 @@ pytest: $(FULL) system-deps browser-deps
 lint: $(FULL)
 	$(BIN)/ruff check src tests
 	$(BIN)/mypy src tests
+	$(BIN)/hadolint Dockerfile
 
 bench-overhead: $(FULL) system-deps
 	$(BIN)/hybrid-gateway bench overhead --out out/bench
