@@ -220,6 +220,8 @@ async def test_json_schema_answers_an_instance(stream: bool) -> None:
             "name": "p", "strict": True, "schema": {**PERSON, "required": ["name"]}}}},
          "response_format"),
         ({"response_format": {"type": "xml"}}, "response_format"),
+        ({"response_format": {"type": "json_schema", "json_schema": {
+            "name": "p", "schema": {"type": "integer", "minimum": "one"}}}}, "response_format"),
     ],
 )  # fmt: skip
 async def test_what_openai_refuses_is_a_400_naming_the_param(

@@ -50,7 +50,12 @@ class SchemaInstances:
         self._rng = rng
 
     def instance(self, schema: Any) -> Any:
-        return self._value(schema, schema, 0)
+        try:
+            return self._value(schema, schema, 0)
+        except (TypeError, ValueError, ArithmeticError) as exc:
+            if isinstance(exc, SchemaError):
+                raise
+            raise SchemaError(f"cannot write an instance of this schema: {exc}") from None
 
     def _value(self, schema: Any, root: Any, depth: int) -> Any:
         if depth > _MAX_DEPTH * 2:

@@ -30,7 +30,7 @@ import orjson
 
 from hybrid_gateway.accounting.tokens import split_tokens
 
-from .instances import SchemaInstances
+from .instances import SchemaError, SchemaInstances
 from .request import ChatCall, Tool
 from .text import Prompt, stable_hash
 
@@ -96,14 +96,14 @@ class ReplyBuilder:
         rng = random.Random(stable_hash(self._model, prompt.text, "structured"))
         tool = self._tool(call, prompt)
         if tool is not None:
-            arguments = orjson.dumps(SchemaInstances(rng).instance(tool.parameters)).decode()
+            arguments = _json(SchemaInstances(rng).instance(tool.parameters))
             call_id = f"call_{stable_hash(self._model, prompt.text, 'call'):016x}"
             choice = Choice(
                 index, split_tokens(arguments), "tool_calls", ToolCall(call_id, tool.name)
             )
             return _cap(choice, call)
         if call.json_schema is not None:
-            text = orjson.dumps(SchemaInstances(rng).instance(call.json_schema)).decode()
+            text = _json(SchemaInstances(rng).instance(call.json_schema))
         elif call.json_mode:
             text = self._json_object(prompt, rng)
         else:
@@ -125,8 +125,15 @@ class ReplyBuilder:
     def _json_object(self, prompt: Prompt, rng: random.Random) -> str:
         schema = _prompt_schema(prompt.text)
         if schema is not None:
-            return orjson.dumps(SchemaInstances(rng).instance(schema)).decode()
+            return _json(SchemaInstances(rng).instance(schema))
         return orjson.dumps({"answer": self._text(prompt)}).decode()
+
+
+def _json(value: Any) -> str:
+    try:
+        return orjson.dumps(value).decode()
+    except orjson.JSONEncodeError as exc:  # an enum or const orjson cannot write (a huge int)
+        raise SchemaError(f"cannot write an instance of this schema: {exc}") from None
 
 
 def _text_choice(index: int, text: str, call: ChatCall) -> Choice:
