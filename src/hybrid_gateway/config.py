@@ -36,6 +36,7 @@ from hybrid_gateway.resilience.settings import DeferredConfig, LaneQueueConfig, 
 from hybrid_gateway.routing.settings import RoutingConfig
 from hybrid_gateway.stores.settings import StoresConfig
 from hybrid_gateway.tenancy.settings import AuthConfig, LimitsConfig, TenantConfig
+from hybrid_gateway.upstreams.profiles import ProfileName
 
 
 class RequestLogConfig(_Strict):
@@ -93,6 +94,13 @@ class ChannelConfig(_Strict):
     max_concurrency: PositiveInt = 64
     # How long a request may wait for one of max_concurrency slots before a 503.
     queue_timeout_s: PositiveFloat = 10.0
+    # What this server misreads, rewritten or refused with 400 (upstreams/profiles.py); auto:
+    # detected from GET /models on the first request. openai: sent as the client sent it.
+    profile: ProfileName = ProfileName.OPENAI
+    # The model's context size: max_tokens / max_completion_tokens above it are a 400.
+    context_tokens: PositiveInt | None = None
+    # Largest n a profile without native n answers by parallel calls (0: n > 1 is a 400).
+    fan_out_n: Annotated[int, Field(ge=0, le=128)] = 16
 
 
 class LaneConfig(_Strict):
@@ -131,6 +139,10 @@ class BreakerConfig(_Strict):
     error_rate: Annotated[float, Field(gt=0, le=1)] = 0.2
     open_s: PositiveFloat = 30.0
     half_open_probes: Annotated[int, Field(ge=1, le=100)] = 1
+    # A failure the server answered (a 5xx with a body: it may follow from the request) counts
+    # only once this many tenants/keys failed in the window, or if its request's shape was
+    # answered before by the server; connection errors and timeouts always count.  1: all count.
+    min_distinct_callers: PositiveInt = 2
 
 
 class ResilienceConfig(_Strict):

@@ -78,7 +78,10 @@ async def test_a_body_nested_too_deep_is_a_400_naming_where(
 
 async def test_a_body_at_the_limit_is_served(client: Client) -> None:
     # the body, response_format, json_schema, then the schema: MAX_DEPTH levels in all
-    schema = {"type": "json_schema", "json_schema": {"schema": levels(MAX_DEPTH - 3)}}
+    schema = {
+        "type": "json_schema",
+        "json_schema": {"name": "deep", "schema": levels(MAX_DEPTH - 3)},
+    }
     for _ in range(2):  # the second one looks up the exact cache with the same key
         response = await client.post("/v1/chat/completions",
                                      json={"model": "auto", "messages": USER,

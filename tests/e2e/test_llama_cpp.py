@@ -160,3 +160,157 @@ def test_request_log_has_both(llama_gateway: Gateway) -> None:
             rows = db.execute("SELECT channel, cache FROM requests").fetchall()
         time.sleep(0.1)
     assert sorted(rows) == [("smollm2", "exact"), ("smollm2", "miss"), ("smollm2", "miss")]
+
+
+# -- issue 24: profiles, strict validation and the breaker, against the real server -----------
+#
+# lane "light" -> channel "detected" (profile auto: llama-cpp-python reports owned_by "me")
+# lane "heavy" -> channel "raw" (profile openai: the request goes as the client sent it)
+# A breaker that would open after 5 counted failures at 20 %, so one client could easily trip it.
+
+STRICT_BREAKER: dict[str, Any] = {"min_requests": 5, "error_rate": 0.2, "open_s": 60}
+PARTS: Any = [
+    {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": "Say hello"},
+            {"type": "text", "text": "in one short sentence."},
+        ],
+    }
+]
+
+
+@pytest.fixture(scope="module")
+def profiled(llama_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
+    folder = tmp_path_factory.mktemp("llama-profiles")
+    config = {
+        "server": {"port": 0, "request_log": {"path": "requests.sqlite3"}},
+        "channels": {
+            "detected": channel(llama_url + "/v1", "smollm2", timeout_s=120, profile="auto"),
+            "raw": channel(llama_url + "/v1", "smollm2", timeout_s=120, profile="openai"),
+        },
+        "lanes": {"light": {"channel": "detected"}, "heavy": {"channel": "raw"}},
+        "resilience": {"breaker": STRICT_BREAKER, "retry": {"backoff_s": [0.01]}},
+    }
+    with gateway(write_config(folder / "gateway.yaml", config)) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def profiled_sdk(profiled: Gateway) -> Iterator[openai.OpenAI]:
+    with openai.OpenAI(base_url=profiled.base_url, api_key="x", max_retries=0,
+                       timeout=120) as client:  # fmt: skip
+        yield client
+
+
+def test_max_completion_tokens_is_honoured(profiled_sdk: openai.OpenAI) -> None:
+    """llama-cpp-python reads only max_tokens (8 asked, 45 generated before profiles)."""
+    answer = profiled_sdk.chat.completions.create(
+        model="light", messages=PROMPT, temperature=0, max_completion_tokens=8, seed=2
+    )
+    assert answer.usage is not None and 0 < answer.usage.completion_tokens <= 8
+    assert answer.choices[0].finish_reason == "length"
+
+
+def test_text_part_lists_are_answered(profiled_sdk: openai.OpenAI) -> None:
+    answer = profiled_sdk.chat.completions.create(
+        model="light", messages=PARTS, temperature=0, max_tokens=12, seed=3
+    )
+    assert answer.choices[0].message.content
+
+
+def test_the_answer_names_the_model_asked_for(profiled_sdk: openai.OpenAI) -> None:
+    raw = profiled_sdk.chat.completions.with_raw_response.create(
+        model="light", messages=PROMPT, temperature=0, max_tokens=4, seed=4
+    )
+    assert raw.parse().model == "light"
+    # the name the server answered with (llama-cpp-python echoes the channel's model name;
+    # run without --model_alias it may answer with the GGUF path)
+    assert raw.headers["x-gateway-upstream-model"] == "smollm2"
+    with profiled_sdk.chat.completions.create(
+        model="light", messages=PROMPT, temperature=0, max_tokens=4, seed=5, stream=True
+    ) as chunks:
+        assert {chunk.model for chunk in chunks} == {"light"}
+
+
+def test_n2_returns_two_choices_and_is_cached_with_both(profiled_sdk: openai.OpenAI) -> None:
+    ask: dict[str, Any] = {"model": "light", "messages": PROMPT, "n": 2, "max_tokens": 6,
+                           "seed": 6, "temperature": 0.9}  # fmt: skip
+    first = profiled_sdk.chat.completions.with_raw_response.create(**ask)
+    assert first.headers["x-gateway-cache"] == "miss"
+    answer = first.parse()
+    assert [c.index for c in answer.choices] == [0, 1]
+    again = profiled_sdk.chat.completions.with_raw_response.create(**ask)
+    assert again.headers["x-gateway-cache"] == "exact"
+    assert [c.message.content for c in again.parse().choices] == [
+        c.message.content for c in answer.choices
+    ]
+
+
+def test_an_answer_with_fewer_choices_than_n_is_never_cached(profiled_sdk: openai.OpenAI) -> None:
+    """Through the unprofiled channel llama.cpp ignores n: one choice, which is not stored."""
+    ask: dict[str, Any] = {"model": "heavy", "messages": PROMPT, "n": 2, "max_tokens": 4,
+                           "seed": 7, "temperature": 0}  # fmt: skip
+    for _ in range(2):
+        raw = profiled_sdk.chat.completions.with_raw_response.create(**ask)
+        assert len(raw.parse().choices) == 1
+        assert raw.headers["x-gateway-cache"] == "miss"
+
+
+def test_one_clients_bad_requests_never_open_the_breaker(
+    profiled: Gateway, profiled_sdk: openai.OpenAI
+) -> None:
+    """Issue 24's reproduction: twenty tool messages without tool_call_id (refused at the
+    gateway now), then twenty requests that pass the gateway and that llama.cpp answers 500."""
+    orphan: Any = [*PROMPT, {"role": "tool", "content": "42"}]
+    for model in ("light", "heavy"):
+        for _ in range(20):
+            with pytest.raises(openai.BadRequestError) as refused:
+                profiled_sdk.chat.completions.create(model=model, messages=orphan)
+            assert refused.value.body["param"] == "messages[1].tool_call_id"  # type: ignore[index]
+    for _ in range(20):  # through the unprofiled channel, text parts make llama.cpp answer 500
+        with pytest.raises(openai.BadRequestError) as rejected:
+            profiled_sdk.chat.completions.create(model="heavy", messages=PARTS, max_tokens=4)
+        assert rejected.value.code == "upstream_rejected_request"
+        assert "can only concatenate" in rejected.value.message
+    for model in ("light", "heavy"):
+        raw = profiled_sdk.chat.completions.with_raw_response.create(
+            model=model, messages=PROMPT, max_tokens=4, temperature=0, seed=8
+        )
+        assert raw.status_code == 200
+        assert raw.headers["x-gateway-breaker"].endswith("=closed")
+    with urllib.request.urlopen(profiled.url + "/metrics", timeout=10) as response:
+        metrics = response.read().decode()
+    assert 'hybrid_gateway_breaker_transitions_total{channel="raw",to="open"}' not in metrics
+
+
+def test_a_tool_conversation_and_a_json_schema_pass_the_llama_cpp_profile(
+    profiled_sdk: openai.OpenAI,
+) -> None:
+    """llama-cpp-python 0.3 refuses an assistant ``content: null`` and ``json_schema`` with a
+    500; the profile sends ``""`` and ``json_object`` + schema, so both are answered."""
+    call: Any = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "weather", "arguments": "{}"}}
+        ],
+    }
+    messages: Any = [*PROMPT, call, {"role": "tool", "tool_call_id": "c1", "content": "sunny"}]
+    schema = {
+        "type": "object",
+        "properties": {"greeting": {"type": "string"}},
+        "required": ["greeting"],
+    }
+    fmt: Any = {"type": "json_schema", "json_schema": {"name": "hello", "schema": schema}}
+    answer = profiled_sdk.chat.completions.create(
+        model="light", messages=messages, max_tokens=6, temperature=0, seed=9
+    )
+    assert answer.choices[0].message.content is not None
+    structured = profiled_sdk.chat.completions.create(
+        model="light", messages=PROMPT, response_format=fmt, max_tokens=40, temperature=0, seed=9
+    )
+    assert (structured.choices[0].message.content or "").lstrip().startswith("{")
+    with pytest.raises(openai.BadRequestError) as raw:  # unprofiled: the server's 500, as 400
+        profiled_sdk.chat.completions.create(model="heavy", messages=messages, max_tokens=6)
+    assert raw.value.code == "upstream_rejected_request"

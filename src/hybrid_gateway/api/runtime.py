@@ -249,4 +249,5 @@ def breaker_settings(config: GatewayConfig) -> BreakerSettings:
         window_s=breaker.window_s, min_requests=breaker.min_requests,
         error_rate=breaker.error_rate, open_s=breaker.open_s,
         half_open_probes=breaker.half_open_probes,
+        min_distinct_callers=breaker.min_distinct_callers,
     )  # fmt: skip

@@ -2,7 +2,8 @@
 
 Hand-written checks rather than a model class: this runs on every request, and each failure
 must name the parameter the way the OpenAI API does (``param``), with a message a developer can
-act on.  Anything not listed in ``KNOWN_PARAMS`` is refused: a parameter the gateway would
+act on (the conversation and the structured parameters are checked in ``validation.py``).
+Anything not listed in ``KNOWN_PARAMS`` is refused: a parameter the gateway would
 silently drop is a bug report waiting to happen.  A body nested deeper than ``MAX_DEPTH``
 (a JSON schema in ``response_format`` or a tool's parameters, say) is refused too: ``orjson``
 reads 1024 levels but writes only 255, and no real schema comes near 64.
@@ -16,6 +17,7 @@ from typing import Any, NoReturn
 
 import orjson
 
+from hybrid_gateway.api.validation import check_conversation, check_structured
 from hybrid_gateway.errors import InvalidRequest
 from hybrid_gateway.types import ChatRequest
 
@@ -29,7 +31,8 @@ KNOWN_PARAMS = frozenset(
         "tool_choice", "parallel_tool_calls", "functions", "function_call", "metadata",
         "reasoning_effort", "service_tier", "store", "modalities", "audio", "prediction",
         "top_k", "min_p", "repetition_penalty", "verbosity", "web_search_options",
-        "prompt_cache_key", "safety_identifier",
+        "prompt_cache_key", "safety_identifier", "prompt_cache_retention",
+        "prompt_cache_options", "moderation",
     }
 )  # fmt: skip
 
@@ -56,6 +59,7 @@ _TYPED: Mapping[str, tuple[type, ...]] = {
     "reasoning_effort": (str,), "service_tier": (str,), "store": (bool,), "modalities": (list,),
     "audio": (dict,), "prediction": (dict,), "verbosity": (str,),
     "web_search_options": (dict,), "prompt_cache_key": (str,), "safety_identifier": (str,),
+    "prompt_cache_retention": (str,), "prompt_cache_options": (dict,), "moderation": (dict,),
 }  # fmt: skip
 
 
@@ -129,6 +133,8 @@ def parse_chat_request(body: dict[str, Any]) -> ChatRequest:
     for name, value in body.items():
         if value is not None and name in _CHECKED:
             _check_param(name, value)
+    check_conversation(body["messages"])  # what OpenAI refuses (api/validation.py)
+    check_structured(body)
     return ChatRequest(
         model=model, messages=body["messages"], stream=bool(stream),
         include_usage=include_usage, body=body,

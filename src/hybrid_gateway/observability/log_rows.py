@@ -33,6 +33,7 @@ COLUMN_TYPES: dict[str, str] = {
     "ttft_ms": "DOUBLE PRECISION", "retries": "INTEGER", "fallback": "TEXT", "cache_key": "TEXT",
     "app": "TEXT", "saved_usd": "DOUBLE PRECISION", "queue_ms": "DOUBLE PRECISION",
     "prompt": "TEXT", "category": "TEXT", "cache_checks": "TEXT", "cache_entry": "BIGINT",
+    "upstream_model": "TEXT",
 }  # fmt: skip
 COLUMNS: tuple[str, ...] = tuple(COLUMN_TYPES)
 
@@ -72,7 +73,13 @@ def record_row(record: RequestRecord) -> Row:
         _category(record),
         _cache_checks(record),
         _cache_entry(record),
+        _text(record, "upstream_model"),  # the name the upstream answered with
     )
+
+
+def _text(record: RequestRecord, key: str) -> str | None:
+    value = record.extra.get(key)
+    return value if isinstance(value, str) else None
 
 
 CATEGORY_KEY = "category"  # the record.extra key the row builder reads

@@ -60,6 +60,7 @@ from hybrid_gateway.types import (
     RouteDecision,
     Usage,
 )
+from hybrid_gateway.upstreams.answers import UPSTREAM_MODEL, as_client_model, asked_choices
 from hybrid_gateway.upstreams.sse import DONE_EVENT, comment
 
 
@@ -194,9 +195,10 @@ class Pipeline:
         started = self._p.clock.now()
         channel, (raw, parsed) = await self._p.dispatcher.complete(record, request.body)
         record.upstream_ms = (self._p.clock.now() - started) * 1000
+        raw = as_client_model(raw, parsed, request.model, record)
         usage = usage_from_completion(parsed) or _estimate_usage(request, parsed)
         self._settle(record, channel.name, usage)
-        if cache and _storable(record) and _complete_answer(parsed):
+        if cache and _storable(record) and _complete_answer(parsed, asked_choices(request)):
             if self._p.exact_cache is not None:
                 await self._p.exact_cache.put(key, raw, usage)
             if self._p.semantic is not None:
@@ -255,7 +257,7 @@ class Pipeline:
         key: str,
         cache: bool = True,
     ) -> AsyncGenerator[bytes, None]:
-        assembler = StreamAssembler(include_usage=request.include_usage)
+        assembler = StreamAssembler(include_usage=request.include_usage, model=request.model)
         clock = self._p.clock
         try:
             async for payload in payloads:
@@ -273,9 +275,12 @@ class Pipeline:
             self._settle(record, channel, usage)
             if not assembler.done:
                 record.extra["stream_incomplete"] = True
+            if assembler.upstream_model is not None:
+                record.extra[UPSTREAM_MODEL] = assembler.upstream_model
         if assembler.usage is None and request.include_usage:
             yield assembler.usage_event(usage)
-        if cache and _storable(record) and assembler.cacheable:
+        choices_ok = assembler.choices == asked_choices(request)  # never cache n=2 with 1
+        if cache and _storable(record) and assembler.cacheable and choices_ok:
             body = assembler.completion_body(usage)
             if self._p.exact_cache is not None:
                 await self._p.exact_cache.put(key, body, usage)
@@ -306,11 +311,14 @@ def _storable(record: RequestRecord) -> bool:
     return record.cache is not CacheOutcome.BYPASS and not downgraded
 
 
-def _complete_answer(body: Mapping[str, object]) -> bool:
-    """Finished, and nothing in it that ``replay_as_stream`` would drop (tool calls, refusal,
+def _complete_answer(body: Mapping[str, object], asked: int) -> bool:
+    """Finished, with as many choices as ``n`` asked (an upstream that ignores ``n`` answers
+    with one), and nothing in it that ``replay_as_stream`` would drop (tool calls, refusal,
     audio, reasoning, logprobs): a cached body is replayed to streaming clients too."""
     choices = body.get("choices")
-    return isinstance(choices, list) and bool(choices) and all(map(replayable_choice, choices))
+    return (
+        isinstance(choices, list) and len(choices) == asked and all(map(replayable_choice, choices))
+    )
 
 
 def _prompt_estimate(request: ChatRequest) -> int:

@@ -63,8 +63,12 @@ def replayable_choice(choice: object) -> bool:
 
 
 class StreamAssembler:
-    def __init__(self, *, include_usage: bool) -> None:
+    def __init__(self, *, include_usage: bool, model: str | None = None) -> None:
         self._include_usage = include_usage
+        # The model id the client asked for: chunks naming another (the upstream's) are
+        # rewritten to it; the upstream's name is kept in ``upstream_model``.
+        self._model = model
+        self.upstream_model: str | None = None
         self._content: dict[int, list[str]] = {}
         self._finish: dict[int, str | None] = {}
         self._roles: dict[int, str] = {}
@@ -87,6 +91,10 @@ class StreamAssembler:
         if not isinstance(chunk, dict):
             return frame(payload)
         self.chunks += 1
+        if self._model is not None and chunk.get("model", self._model) != self._model:
+            self.upstream_model = str(chunk["model"])
+            chunk["model"] = self._model
+            payload = orjson.dumps(chunk)
         if not self._meta:
             self._meta = {k: chunk.get(k) for k in ("id", "created", "model") if k in chunk}
         usage = chunk.get("usage")
@@ -117,6 +125,11 @@ class StreamAssembler:
             self._unreplayable = True
         if choice.get("finish_reason") is not None:
             self._finish[index] = choice["finish_reason"]
+
+    @property
+    def choices(self) -> int:
+        """How many choices the stream carried (``n`` asked: a cached answer must have as many)."""
+        return len(self._indexes)
 
     def text(self) -> str:
         return "".join("".join(parts) for parts in self._content.values())

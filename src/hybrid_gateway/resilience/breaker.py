@@ -17,6 +17,14 @@ breaker opened (and perhaps went half-open) changes nothing: a stale success mus
 breaker whose probe is still out, a stale failure must not re-open it, and a stale
 cancellation must not free a probe slot it never took.
 
+No single caller can open it.  A failure the server *answered* (a 500 with a body: it may
+follow from the request, e.g. a template error on a malformed message) is ``SUSPECT``: it counts
+only when it comes with the request's ``Caller`` and either that request's shape (its
+structure, no content) was answered before by this channel, so the server now fails what it
+did before, or suspect failures in the window come from at least ``min_distinct_callers``
+tenants/keys.  Uncounted suspect failures are left out of the rate altogether (neither failures
+nor requests).  Connection errors, timeouts, 502-504 and 429 are ``FAILURE`` and always count.
+
 State changes go to listeners (metrics attach there, like pybreaker's
 ``CircuitBreakerListener.state_change``); nothing in here knows about metrics.
 """
@@ -25,7 +33,7 @@ from __future__ import annotations
 
 import enum
 import math
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -37,6 +45,7 @@ __all__ = [
     "BreakerListener",
     "BreakerSettings",
     "BreakerState",
+    "Caller",
     "CircuitBreaker",
     "Outcome",
 ]
@@ -53,6 +62,8 @@ class BreakerState(enum.StrEnum):
 class Outcome(enum.Enum):
     SUCCESS = "success"
     FAILURE = "failure"
+    # The server answered with an error that may follow from the request (see above).
+    SUSPECT = "suspect"
     # The attempt says nothing about the channel's health (e.g. the gateway's own queue was
     # full): it frees a half-open probe slot and is not counted.
     IGNORED = "ignored"
@@ -67,12 +78,25 @@ class Admission:
 
 
 @dataclass(frozen=True, slots=True)
+class Caller:
+    """Who sent the request (tenant or API key) and its shape (``resilience/shape.py``)."""
+
+    id: str
+    shape: int
+
+
+# Request shapes a channel answered, remembered per breaker (least recently answered dropped).
+_MAX_SHAPES = 4096
+
+
+@dataclass(frozen=True, slots=True)
 class BreakerSettings:
     window_s: float = 30.0
     min_requests: int = 20
     error_rate: float = 0.2
     open_s: float = 30.0
     half_open_probes: int = 1
+    min_distinct_callers: int = 2
 
 
 class BreakerListener(Protocol):
@@ -96,8 +120,10 @@ class CircuitBreaker:
         self._opened_at = 0.0
         self._probes = 0  # half-open requests in flight
         self._bucket_s = settings.window_s / _BUCKETS
-        # [bucket index, successes, failures], oldest first
+        # [bucket index, successes, failures], oldest first; suspect failures per caller beside
         self._buckets: deque[list[int]] = deque()
+        self._suspects: deque[dict[str, int]] = deque()
+        self._answered: OrderedDict[int, None] = OrderedDict()  # shapes answered (LRU)
         # Outcomes counted since the last ``drain_counts`` (the shared-state sync reads them).
         self._unsynced = [0, 0]
 
@@ -124,13 +150,18 @@ class CircuitBreaker:
             return Admission(self._generation, probe=True)
         return None
 
-    def record(self, outcome: Outcome, admission: Admission | None = None) -> None:
+    def record(
+        self, outcome: Outcome, admission: Admission | None = None, caller: Caller | None = None
+    ) -> None:
         """Report the outcome of a request that ``allow`` let through with ``admission``.
 
-        Without an admission the outcome counts only while the breaker is closed.
+        Without an admission the outcome counts only while the breaker is closed.  ``caller``
+        lets a success remember its shape and a suspect failure be judged (without it a
+        suspect failure counts as a failure).
         """
         if admission is not None and admission.generation != self._generation:
             return  # let through before the last state change: says nothing about this one
+        outcome = self._judge(outcome, caller)
         if admission is not None and admission.probe:  # the generation is this half-open one
             self._probes = max(0, self._probes - 1)
             if outcome is Outcome.SUCCESS:
@@ -140,14 +171,42 @@ class CircuitBreaker:
             return
         if outcome is Outcome.IGNORED or self._state is not BreakerState.CLOSED:
             return
-        slot = 0 if outcome is Outcome.SUCCESS else 1
-        self._bucket()[slot + 1] += 1
-        self._unsynced[slot] += 1
+        if outcome is Outcome.SUSPECT:
+            assert caller is not None  # ``_judge`` made it a failure otherwise
+            suspects = self._bucket_suspects()
+            suspects[caller.id] = suspects.get(caller.id, 0) + 1
+        else:
+            slot = 0 if outcome is Outcome.SUCCESS else 1
+            self._bucket()[slot + 1] += 1
+            self._unsynced[slot] += 1
         successes = sum(b[1] for b in self._buckets)
-        failures = sum(b[2] for b in self._buckets)
+        failures = sum(b[2] for b in self._buckets) + self._counted_suspects()
         total = successes + failures
         if total >= self._s.min_requests and failures / total >= self._s.error_rate:
             self._move(BreakerState.OPEN)
+
+    def _judge(self, outcome: Outcome, caller: Caller | None) -> Outcome:
+        """A success remembers its shape; a suspect failure of a known shape is a failure."""
+        if caller is not None and outcome is Outcome.SUCCESS:
+            self._answered[caller.shape] = None
+            self._answered.move_to_end(caller.shape)
+            if len(self._answered) > _MAX_SHAPES:
+                self._answered.popitem(last=False)
+        if outcome is not Outcome.SUSPECT:
+            return outcome
+        if caller is None or self._s.min_distinct_callers <= 1 or caller.shape in self._answered:
+            return Outcome.FAILURE
+        return Outcome.SUSPECT
+
+    def _counted_suspects(self) -> int:
+        """Suspect failures in the window, once enough distinct callers have had them."""
+        per_caller: dict[str, int] = {}
+        for bucket in self._suspects:
+            for caller, count in bucket.items():
+                per_caller[caller] = per_caller.get(caller, 0) + count
+        if len(per_caller) < self._s.min_distinct_callers:
+            return 0
+        return sum(per_caller.values())
 
     def drain_counts(self) -> tuple[int, int]:
         """(successes, failures) counted in the window since the last call; resets them."""
@@ -167,9 +226,15 @@ class CircuitBreaker:
         index = math.floor(self._clock.now() / self._bucket_s)
         while self._buckets and self._buckets[0][0] <= index - _BUCKETS:
             self._buckets.popleft()
+            self._suspects.popleft()
         if not self._buckets or self._buckets[-1][0] != index:
             self._buckets.append([index, 0, 0])
+            self._suspects.append({})
         return self._buckets[-1]
+
+    def _bucket_suspects(self) -> dict[str, int]:
+        self._bucket()  # rolls the window; the two deques move together
+        return self._suspects[-1]
 
     def _move(self, new: BreakerState) -> None:
         old, self._state = self._state, new
@@ -180,5 +245,6 @@ class CircuitBreaker:
             self._probes = 0
         if new is BreakerState.CLOSED:
             self._buckets.clear()  # a fresh start: old failures do not re-open it at once
+            self._suspects.clear()
         for listener in self._listeners:
             listener.state_change(self.channel, old, new)

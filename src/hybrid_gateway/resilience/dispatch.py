@@ -10,6 +10,13 @@ out, it is never retried, but its breaker outcome waits for its end: a success w
 ``[DONE]`` (or ends cleanly), a failure when the upstream breaks or stalls mid-stream, nothing
 when the client goes away first.  Each outcome goes back with the breaker's ``Admission`` for
 that attempt, so an attempt let through before the breaker last changed state counts for nothing.
+
+What counts is classified here (``_outcome``): a request the server refused (4xx, or a 500
+shaped like a validation error, both ``RequestError``) or the gateway refused for the channel's
+profile counts for nothing; a 500 (or 501, 505...) is ``SUSPECT`` (it may follow from the
+request: the breaker counts it only across callers or for a shape answered before); 502-504,
+429, connection errors, timeouts and broken streams are ``FAILURE``.  Each outcome goes with
+the request's ``Caller`` (tenant/app and request shape).
 """
 
 from __future__ import annotations
@@ -19,12 +26,20 @@ from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontext
 from dataclasses import dataclass, replace
 from typing import Any, Protocol, TypeVar
 
-from hybrid_gateway.errors import CircuitOpen, GatewayError, Overloaded, RequestError, UpstreamError
-from hybrid_gateway.resilience.breaker import Admission, BreakerState, CircuitBreaker, Outcome
+from hybrid_gateway.errors import CircuitOpen, GatewayError, Overloaded, UpstreamError
+from hybrid_gateway.resilience.breaker import (
+    Admission,
+    BreakerState,
+    Caller,
+    CircuitBreaker,
+    Outcome,
+)
 from hybrid_gateway.resilience.clock import Clock
 from hybrid_gateway.resilience.lanes import LaneGates
 from hybrid_gateway.resilience.retry import RetryBudget, RetryPolicy
+from hybrid_gateway.resilience.shape import request_shape
 from hybrid_gateway.types import RequestRecord
+from hybrid_gateway.upstreams.pool.context import bind_attempts
 from hybrid_gateway.upstreams.sse import DONE
 
 __all__ = ["Channel", "DispatchParts", "Dispatcher", "LaneChannels", "RetryListener"]
@@ -73,24 +88,40 @@ class DispatchParts:
     gates: LaneGates | None = None
 
 
+# Statuses a proxy or the server's own front sends when the server is down or overloaded: they
+# never follow from the request.  Any other 5xx the server answered might.
+_HEALTH_STATUSES = frozenset({"upstream_status_502", "upstream_status_503", "upstream_status_504"})
+
+
 def _outcome(exc: GatewayError) -> Outcome:
     if isinstance(exc, UpstreamError):
+        if exc.code.startswith("upstream_status_5") and exc.code not in _HEALTH_STATUSES:
+            return Outcome.SUSPECT
         return Outcome.FAILURE
     if isinstance(exc, Overloaded):
         # An upstream 429 counts against the channel; the gateway's own full queue does not.
         return Outcome.FAILURE if exc.code == "upstream_rate_limited" else Outcome.IGNORED
-    if isinstance(exc, RequestError):
-        return Outcome.SUCCESS  # the upstream is alive and answered: the request was wrong
+    # A RequestError: the request was wrong (the server said so, or the gateway did for the
+    # channel's profile); it says nothing about the server's health and is not counted.
     return Outcome.IGNORED
+
+
+def _caller(record: RequestRecord, body: Mapping[str, Any]) -> Caller:
+    return Caller(f"{record.tenant}/{record.app}", request_shape(body))
 
 
 class _Verdict:
     """One attempt's breaker outcome, reported once, with the admission it was let in on."""
 
-    __slots__ = ("_admission", "_breaker")
+    __slots__ = ("_admission", "_breaker", "_caller")
 
-    def __init__(self, breaker: CircuitBreaker | None, admission: Admission | None) -> None:
-        self._breaker, self._admission = breaker, admission
+    def __init__(
+        self,
+        breaker: CircuitBreaker | None,
+        admission: Admission | None,
+        caller: Caller | None = None,
+    ) -> None:
+        self._breaker, self._admission, self._caller = breaker, admission, caller
 
     @property
     def probe(self) -> bool:
@@ -100,7 +131,7 @@ class _Verdict:
     def settle(self, outcome: Outcome) -> None:
         breaker, self._breaker = self._breaker, None
         if breaker is not None:
-            breaker.record(outcome, self._admission)
+            breaker.record(outcome, self._admission, self._caller)
 
 
 class _Judged:
@@ -150,7 +181,7 @@ class Dispatcher:
             async with self._slot(record, channel):
                 return await channel.complete(body)
 
-        channel, result, verdict = await self._run(record, attempt)
+        channel, result, verdict = await self._run(record, attempt, _caller(record, body))
         verdict.settle(Outcome.SUCCESS)
         self._note_breaker(record, channel.name)
         return channel, result
@@ -169,7 +200,8 @@ class Dispatcher:
                 raise
             return stack, payloads
 
-        channel, (stack, payloads), verdict = await self._run(record, attempt)
+        caller = _caller(record, body)
+        channel, (stack, payloads), verdict = await self._run(record, attempt, caller)
         self._note_breaker(record, channel.name)
         try:
             async with stack:
@@ -193,15 +225,19 @@ class Dispatcher:
         return (self._p.breakers or {}).get(channel)
 
     async def _run(
-        self, record: RequestRecord, attempt: Callable[[Channel], Awaitable[_T]]
+        self,
+        record: RequestRecord,
+        attempt: Callable[[Channel], Awaitable[_T]],
+        caller: Caller | None = None,
     ) -> tuple[Channel, _T, _Verdict]:
         """Attempts until one succeeds; its breaker verdict is left to the caller to settle."""
+        bind_attempts(record)  # a channel with endpoints sends a retry to another one
         self._p.budget.record_request()
         retries = 0
         started = self._p.clock.now()
         failed: str | None = None
         while True:
-            channel, verdict = self._pick(record, failed)
+            channel, verdict = self._pick(record, failed, caller)
             try:
                 result = await attempt(channel)
             except GatewayError as exc:
@@ -232,22 +268,25 @@ class Dispatcher:
         breaker = self.breaker(lane.backup.name)
         return breaker is None or breaker.state is BreakerState.CLOSED
 
-    def _pick(self, record: RequestRecord, failed: str | None = None) -> tuple[Channel, _Verdict]:
+    def _pick(
+        self, record: RequestRecord, failed: str | None = None, caller: Caller | None = None
+    ) -> tuple[Channel, _Verdict]:
         route = record.route
         assert route is not None, "dispatch runs after routing"
         lane = self._p.lanes[route.lane]
         if failed is not None and self._failover(record, failed):
             assert lane.backup is not None
             breaker = self.breaker(lane.backup.name)  # closed (``_failover``): lets it through
-            failover = _Verdict(breaker, breaker.allow() if breaker is not None else None)
+            admission = breaker.allow() if breaker is not None else None
+            failover = _Verdict(breaker, admission, caller)
             record.route, record.fallback = replace(route, channel=lane.backup.name), "failover"
             return lane.backup, failover
-        if (verdict := self._admit(lane.primary)) is not None:
+        if (verdict := self._admit(lane.primary, caller)) is not None:
             record.route = replace(route, channel=lane.primary.name)
             if record.fallback in _CHANNEL_FALLBACKS:  # an earlier attempt's; others stay
                 record.fallback = None
             return lane.primary, verdict
-        if lane.backup is not None and (verdict := self._admit(lane.backup)) is not None:
+        if lane.backup is not None and (verdict := self._admit(lane.backup, caller)) is not None:
             record.route, record.fallback = replace(route, channel=lane.backup.name), "breaker"
             return lane.backup, verdict
         name = lane.primary.name
@@ -259,13 +298,13 @@ class Dispatcher:
             retry_after_s=wait,
         )
 
-    def _admit(self, channel: Channel) -> _Verdict | None:
+    def _admit(self, channel: Channel, caller: Caller | None) -> _Verdict | None:
         """The verdict to settle for an attempt on ``channel``; None: its breaker refuses."""
         breaker = self.breaker(channel.name)
         if breaker is None:
             return _Verdict(None, None)
         admission = breaker.allow()
-        return None if admission is None else _Verdict(breaker, admission)
+        return None if admission is None else _Verdict(breaker, admission, caller)
 
     def _retry_wait(
         self, retry: int, exc: GatewayError, started: float, *, spend: bool = True

@@ -248,8 +248,10 @@ class Http1Pool:
         self._max_idle = max_idle
         self._connect_timeout_s = connect_timeout_s
 
-    def request_bytes(self, path: str, headers: Mapping[str, str], body: bytes) -> bytes:
-        lines = [f"POST {self.base_path}{path} HTTP/1.1", f"Host: {self.host_header}"]
+    def request_bytes(
+        self, path: str, headers: Mapping[str, str], body: bytes, method: str = "POST"
+    ) -> bytes:
+        lines = [f"{method} {self.base_path}{path} HTTP/1.1", f"Host: {self.host_header}"]
         lines.extend(f"{name}: {value}" for name, value in headers.items())
         lines.append(f"Content-Length: {len(body)}")
         return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body

@@ -35,7 +35,17 @@ from hybrid_gateway.upstreams.http1 import (
     Http1Pool,
     _Connection,
 )
+from hybrid_gateway.upstreams.profiles import (
+    PROFILES,
+    Limits,
+    Profile,
+    ProfileName,
+    merge_answers,
+    plan_request,
+    profile_from_models,
+)
 from hybrid_gateway.upstreams.sse import iter_data
+from hybrid_gateway.upstreams.validation_errors import validation_error
 
 
 class UpstreamRejected(InvalidRequest):
@@ -68,6 +78,10 @@ class OpenAIChannel:
             self._headers["Authorization"] = f"Bearer {api_key}"
         self._api_key = api_key
         self._slots = asyncio.Semaphore(config.max_concurrency)
+        # None until ``auto`` is detected (upstreams/profiles.py)
+        self._profile: Profile | None = PROFILES.get(config.profile)
+        self._detecting = asyncio.Lock()
+        self._limits = Limits(name, config.context_tokens, config.fan_out_n)
 
     async def aclose(self) -> None:
         self._pool.close()
@@ -100,8 +114,50 @@ class OpenAIChannel:
                 retry_after_s=1.0,
             ) from None
 
+    async def profile(self) -> Profile:
+        """The channel's profile; ``auto`` asks ``GET /models`` once (again only after a
+        transport failure, meanwhile sending requests unchanged)."""
+        if self._profile is not None:
+            return self._profile
+        async with self._detecting:
+            if self._profile is None:
+                detected = await self._detect()
+                if detected is None:
+                    return PROFILES[ProfileName.OPENAI]
+                self._profile = PROFILES[detected]
+        return self._profile
+
+    async def _detect(self) -> ProfileName | None:
+        headers = {k: v for k, v in self._headers.items() if k != "Content-Type"}
+        request = self._pool.request_bytes("/models", headers, b"", method="GET")
+        try:
+            async with asyncio.timeout(self.config.timeout_s):
+                conn, head = await self._pool.send(request)
+                try:
+                    raw = await conn.read()
+                finally:
+                    self._pool.release(conn)
+        except (TimeoutError, Http1Error):
+            return None
+        return profile_from_models(raw if head.status < 400 else b"", head.headers)
+
     async def complete(self, body: Mapping[str, Any]) -> tuple[bytes, dict[str, Any]]:
-        """POST a non-streamed request; return the raw answer and its parsed JSON."""
+        """POST a non-streamed request; return the raw answer and its parsed JSON.
+
+        A profile without native ``n`` answers ``n > 1`` with ``n`` calls at once, merged."""
+        plan = plan_request(await self.profile(), body, self._limits, stream=False)
+        if plan.fan_out == 1:
+            return await self._complete_one(plan.body)
+        try:
+            async with asyncio.TaskGroup() as group:
+                calls = [group.create_task(self._complete_one(plan.body_for(i)))
+                         for i in range(plan.fan_out)]  # fmt: skip
+        except ExceptionGroup as failed:  # the first failure, the others cancelled
+            raise failed.exceptions[0] from None
+        merged = merge_answers([call.result()[1] for call in calls])
+        return orjson.dumps(merged), merged
+
+    async def _complete_one(self, body: Mapping[str, Any]) -> tuple[bytes, dict[str, Any]]:
         request = self._request(self.payload(body, stream=False))
         await self._acquire()
         conn: _Connection | None = None
@@ -133,7 +189,8 @@ class OpenAIChannel:
         ``UpstreamUnavailable`` (or ``UpstreamTimeout`` after ``timeout_s`` of silence) from
         the iterator.
         """
-        request = self._request(self.payload(body, stream=True))
+        plan = plan_request(await self.profile(), body, self._limits, stream=True)
+        request = self._request(self.payload(plan.body, stream=True))
         await self._acquire()
         conn: _Connection | None = None
         try:
@@ -200,7 +257,8 @@ class OpenAIChannel:
     def _status_error(self, head: Head, raw: bytes) -> InvalidRequest | UpstreamError | Overloaded:
         status, headers = head.status, head.headers
         detail = _scrub(_error_message(raw), self._api_key)
-        if status in (400, 413, 422):
+        if status in (400, 413, 422) or (status == 500 and validation_error(raw)):
+            # a 500 shaped like a validation error (llama.cpp's): the request's fault, a 400
             return UpstreamRejected(f"channel {self.name} rejected the request: {detail}")
         if status == 429:
             retry_after = _retry_after(headers.get("retry-after"))

@@ -24,6 +24,7 @@ from hybrid_gateway.api.schema import (
     KNOWN_PARAMS,
     ROLES,
 )
+from hybrid_gateway.api.validation import ENUMS, INT64, PART_TYPES
 
 __all__ = ["section"]
 
@@ -44,8 +45,10 @@ def _parameter(name: str) -> JsonObject:
     elif name in _INT_RANGES:
         low_i, high_i = _INT_RANGES[name]
         schema = {"type": "integer", "minimum": low_i, "maximum": high_i or _INT_MAX}
-    elif name == "seed":
-        schema = {"type": "integer", "minimum": _INT_MIN, "maximum": _INT_MAX}
+    elif name == "seed":  # 64 bits, signed (api/validation.py)
+        schema = {"type": "integer", "minimum": INT64[0], "maximum": INT64[1]}
+    elif name in ENUMS:
+        schema = {"type": "string", "enum": sorted(ENUMS[name])}
     elif name == "stop":
         schema = {
             "anyOf": [
@@ -119,8 +122,14 @@ _SCHEMAS: dict[str, JsonObject] = {
                 ]
             },
             "name": {"description": "Passed to the upstream as given."},
-            "tool_calls": {"description": "Passed to the upstream as given."},
-            "tool_call_id": {"description": "Passed to the upstream as given."},
+            "tool_calls": {
+                "description": "Each with an `id`; every call is answered by a `tool` message "
+                "before the next other message (400 otherwise, as OpenAI).",
+            },
+            "tool_call_id": {
+                "description": "Required on a `tool` message: an id from the `tool_calls` of "
+                "the assistant message before it (400 otherwise, as OpenAI).",
+            },
             "function_call": {"description": "Passed to the upstream as given."},
         },
         # `content` may be missing or null only on an assistant message that calls a tool.
@@ -138,7 +147,12 @@ _SCHEMAS: dict[str, JsonObject] = {
     "ContentPart": {
         "type": "object",
         "required": ["type"],
-        "properties": {"type": {"type": "string"}},
+        "description": "Types per role: "
+        + "; ".join(f"{role}: {', '.join(sorted(t))}" for role, t in sorted(PART_TYPES.items()))
+        + " (others are a 400 naming `messages[i].content[j].type`).",
+        "properties": {
+            "type": {"type": "string", "enum": sorted(set().union(*PART_TYPES.values()))}
+        },
     },
     "ChatCompletion": {
         "type": "object",
