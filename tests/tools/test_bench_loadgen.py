@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import random
 import subprocess
 from collections.abc import Iterator
 from dataclasses import replace
@@ -199,3 +200,44 @@ async def test_no_response_is_status_zero(tmp_path: Path) -> None:
     failed = [RequestResult.from_json(line) for line in refused.getvalue().splitlines()]
     assert len(failed) == 3
     assert {(r.status, r.error_code) for r in failed} == {(0, "connection_error")}
+
+
+async def test_poisson_arrivals_follow_the_seeded_schedule() -> None:
+    async def answer(request: web.Request) -> web.Response:
+        body = {"choices": [{"message": {"role": "assistant", "content": "ok"}}]}
+        return web.json_response(body)
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", answer)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    try:
+        await web.TCPSite(runner, "127.0.0.1", 0).start()
+        url = f"http://127.0.0.1:{runner.addresses[0][1]}/v1"
+        out = io.BytesIO()
+        load = settings(url, mode="open", rate=40.0, duration_s=1.0, max_requests=None,
+                        start_offset=3, seed=5)  # fmt: skip
+        summary = await run_load(load, ITEMS, out)
+    finally:
+        await runner.cleanup()
+    gaps = random.Random("5:arrivals")
+    due, schedule = 0.0, []
+    while due < 1.0:
+        schedule.append(due)
+        due += gaps.expovariate(40.0)
+    results = sorted(
+        (RequestResult.from_json(line) for line in out.getvalue().splitlines()),
+        key=lambda r: r.start_s,
+    )
+    assert summary["requests"] == len(results) == len(schedule)
+    for result, expected in zip(results, schedule, strict=True):
+        assert expected <= result.start_s < expected + 0.25  # never early
+    # items in file order from the start offset, wrapping
+    assert [r.item for r in results[:4]] == ["tides", "pin-again", "pin", "limit"]
+    assert summary["next_offset"] == (3 + len(results)) % len(ITEMS)
+
+
+def test_rate_needs_the_open_mode(workload: Path, tmp_path: Path) -> None:
+    done = loadgen("--base-url", "http://127.0.0.1:9/v1", "--workload", str(workload),
+                   "--out", str(tmp_path / "x.jsonl"), "--rate", "5")  # fmt: skip
+    assert done.returncode == 2 and "--rate needs --mode open" in done.stderr

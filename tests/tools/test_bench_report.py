@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from hybrid_gateway.tools.bench.late import LateFigures
 from hybrid_gateway.tools.bench.report import (
     REFERENCE,
     SCHEMA,
@@ -36,7 +37,7 @@ STAGE_KEYS = {
     "success_rate", "quality_rate", "cache_hit_rate", "false_hit_rate", "cost_usd",
     "cost_per_1k_usd", "relative_cost", "counts", "gateway_cpu_ms_per_request",
     "gateway_rss_mib_max", "lanes", "complexity", "loadgen", "results_file", "workload_passes",
-    "resent_share", "first_send_cache_hit_rate",
+    "resent_share", "first_send_cache_hit_rate", "project_x", "project_x_counts",
 }  # fmt: skip
 
 
@@ -136,8 +137,38 @@ def test_write_report_writes_json_markdown_and_plots(tmp_path: Path) -> None:
     assert names == [
         "bench-20250102-030405.json", "bench-20250102-030405.md",
         "bench-20250102-030405-latency.png", "bench-20250102-030405-cost.png",
+        "bench-20250102-030405-article.png",
     ]  # fmt: skip
     loaded = json.loads(paths[0].read_text())
     assert loaded["results"][1]["relative_cost"] == pytest.approx(0.25)
     assert paths[2].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "latency.png" in paths[1].read_text()
+
+
+def test_late_answers_count_in_the_cost_and_the_verdict_counts() -> None:
+    late = LateFigures(deliveries=2, failed=1, cost_usd=0.004)
+    full = dataclasses.replace(stage("full", 4, 0.0005, "light"), late=late)
+    rep = build_report(info(), [stage("heavy-only", 4, 0.002, "heavy"), full], LABELS)
+    heavy, row = rep["results"]
+    # 4 x 0.0005 + 0.004 late = 0.006 for 4 requests: 1.5 per 1k, against heavy-only's 2.0
+    assert row["cost_usd"] == pytest.approx(0.006)
+    assert row["cost_per_1k_usd"] == pytest.approx(1.5)
+    assert row["relative_cost"] == pytest.approx(0.75)
+    counts = row["project_x_counts"]
+    assert (
+        counts["served_without_heavy"] == 4
+        and heavy["project_x_counts"]["served_without_heavy"] == 0
+    )
+    assert (counts["late_deliveries"], counts["late_failed"]) == (2, 1)
+    px = {line["key"]: line for line in row["project_x"]}
+    assert (
+        px["cost_reduction"]["value"] == pytest.approx(0.25)
+        and px["cost_reduction"]["pass"] is False
+    )
+    assert px["simple_share"]["value"] == 1.0 and px["late_total"]["value"] == 2
+    goal = rep["goal"]
+    assert (goal["strategy"], goal["stage"], goal["met"]) == ("full", "c4", False)
+    assert "issue_goal" in row and "issue_goal" not in heavy
+    md = render_markdown(rep)
+    assert "Goal of issue 21 for `full` at stage c4: NOT met" in md
+    assert "| inference cost reduction | > 40 % | 0.0% **FAIL** | 25.0% **FAIL** |" in md

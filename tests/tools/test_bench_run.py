@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 
 from hybrid_gateway.tools.bench.results import RequestResult
-from hybrid_gateway.tools.bench.runner import first_sends
+from hybrid_gateway.tools.bench.stages import first_sends
 from hybrid_gateway.tools.processes import child_env, python_module_argv
 from hybrid_gateway.tools.workload.schema import Labels, WorkloadItem, write_workload
 
@@ -68,7 +68,7 @@ def test_bench_run_short(tmp_path: Path) -> None:
     [json_path] = out.glob("bench-*.json")
     files = [p for p in out.glob(json_path.stem + "*") if p.is_file()]
     assert sorted(p.name[len(json_path.stem) :] for p in files) == [
-        "-cost.png", "-latency.png", ".json", ".md",
+        "-article.png", "-cost.png", "-latency.png", ".json", ".md",
     ]  # fmt: skip
     report = json.loads(json_path.read_text())
     by_strategy = {r["strategy"]: r for r in report["results"]}

@@ -8,8 +8,13 @@ from typing import Any
 import pytest
 import yaml
 
-from hybrid_gateway.config import parse_config
-from hybrid_gateway.tools.bench.strategies import STRATEGIES, STRATEGY_NOTES, channel_of_lane
+from hybrid_gateway.config import load_config, parse_config
+from hybrid_gateway.tools.bench.strategies import (
+    FULL_CONFIG,
+    STRATEGIES,
+    STRATEGY_NOTES,
+    channel_of_lane,
+)
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "gateway.yaml"
 UPSTREAMS = {"light": "http://127.0.0.1:1111/v1", "heavy": "http://127.0.0.1:2222/v1"}
@@ -32,9 +37,9 @@ def test_every_strategy_is_a_valid_loopback_config(
     assert config.server.request_log.path == str(tmp_path / "log.sqlite3")
     assert config.channels["light-local"].base_url == UPSTREAMS["light"]
     assert config.channels["heavy-local"].base_url == UPSTREAMS["heavy"]
-    # prices and channel settings come from the base config
+    # prices come from the base config; channel settings too, but for the full-* strategies
     assert config.channels["heavy-local"].price_per_1m_output == 3.0
-    assert config.channels["light-local"].max_concurrency == 64
+    assert config.channels["light-local"].max_concurrency == (128 if "full" in name else 64)
     assert name in STRATEGY_NOTES
 
 
@@ -63,3 +68,64 @@ def test_channel_of_lane(base: dict[str, Any]) -> None:
     assert channel_of_lane(base, "light")["model"] == "light-7b-int8"
     with pytest.raises(KeyError):
         channel_of_lane(base, "medium")
+
+
+FULL_EXAMPLE = EXAMPLE.with_name("gateway-full.yaml")
+
+
+def test_the_full_example_is_the_packaged_one() -> None:
+    assert FULL_CONFIG.read_bytes() == FULL_EXAMPLE.read_bytes()
+    config = load_config(FULL_EXAMPLE)
+    assert config.routing.classifier is not None and config.routing.gates is not None
+    assert config.cache.exact.enabled and config.cache.semantic.enabled
+    heavy = config.lanes["heavy"]
+    assert heavy.backup and heavy.retry_on_backup and heavy.deadline_s and heavy.queue
+    assert config.lanes["light"].queue is not None
+    assert config.resilience.retry.enabled and config.resilience.breaker.enabled
+    assert config.resilience.shedding.enabled
+
+
+def test_full_runs_the_example_on_the_bench_upstreams(base: dict[str, Any], tmp_path: Path) -> None:
+    base["channels"]["heavy-local"]["price_per_1m_output"] = 7.0
+    config = parse_config(STRATEGIES["full"](base, UPSTREAMS, tmp_path / "log.sqlite3"))
+    # the backup answers from the heavy emulator too, priced as the base's heavy channel
+    assert config.channels["heavy-backup"].base_url == UPSTREAMS["heavy"]
+    assert config.channels["heavy-backup"].price_per_1m_output == 7.0
+    assert config.channels["heavy-local"].price_per_1m_output == 7.0
+    assert config.cache.semantic.path == str(tmp_path / "semantic-cache.sqlite3")
+    example = load_config(FULL_EXAMPLE)
+    assert config.routing.classifier == example.routing.classifier
+    assert config.cache.semantic.threshold == example.cache.semantic.threshold
+
+
+@pytest.mark.parametrize(
+    ("name", "removed"),
+    [
+        ("full-no-classifier", "classifier"),
+        ("full-no-semantic", "semantic"),
+        ("full-no-degrade", "degrade"),
+    ],
+)
+def test_each_ablation_removes_one_part(
+    name: str, removed: str, base: dict[str, Any], tmp_path: Path
+) -> None:
+    config = parse_config(STRATEGIES[name](base, UPSTREAMS, tmp_path / "l"))
+    heavy = config.lanes["heavy"]
+    parts = {
+        "classifier": config.routing.classifier is not None,
+        "semantic": config.cache.semantic.enabled,
+        "degrade": heavy.deadline_s is not None and heavy.backup is not None
+        and config.resilience.retry.enabled and config.resilience.breaker.enabled
+        and config.resilience.shedding.enabled,
+    }  # fmt: skip
+    assert {part for part, on in parts.items() if not on} == {removed}
+    assert config.cache.exact.enabled and heavy.queue is not None  # kept in every ablation
+
+
+@pytest.mark.parametrize("name", ["heavy-only", "hybrid", "hybrid-cache"])
+def test_the_article_baselines_have_no_degradation(
+    name: str, base: dict[str, Any], tmp_path: Path
+) -> None:
+    config = parse_config(STRATEGIES[name](base, UPSTREAMS, tmp_path / "l"))
+    assert not config.resilience.retry.enabled and not config.resilience.breaker.enabled
+    assert all(lane.deadline_s is None and lane.backup is None for lane in config.lanes.values())

@@ -1,12 +1,13 @@
 """`hybrid-gateway bench run`: a workload replayed through strategies, scored for quality and cost.
 
-For each strategy (``heavy-only``, ``hybrid``, ``hybrid-cache``) one run starts, on 127.0.0.1
-and free ports, a light and a heavy emulator loaded with the workload's labels and a fresh
-gateway configured by the strategy; then, at each concurrency, a discarded warm-up and a measured
-stage driven by the load generator in its own process, sampling the gateway's CPU and RSS.  It
-writes ``bench-YYYYmmdd-HHMMSS.{json,md}`` and two PNG plots to ``--out`` and prints the
-strategy table.  Every process it starts is stopped before it returns, on success, error or
-Ctrl-C.
+For each strategy (``heavy-only``, ``hybrid``, ``hybrid-cache``, ``full`` and its ablations,
+see strategies.py) one run starts, on 127.0.0.1 and free ports, a light and a heavy emulator
+(``--profile``) loaded with the workload's labels and a fresh gateway configured by the
+strategy; then, at each concurrency and/or once in the open loop (``--mode``), a discarded
+warm-up and a measured stage driven by the load generator in its own process, sampling the
+gateway's CPU and RSS.  It writes ``bench-YYYYmmdd-HHMMSS.{json,md}`` (with the Project X
+verdict per strategy and stage) and three PNG plots to ``--out`` and prints the strategy
+table.  Every process it starts is stopped before it returns, on success, error or Ctrl-C.
 """
 
 from __future__ import annotations
@@ -24,6 +25,13 @@ from hybrid_gateway.tools.cliargs import (
 __all__ = ["add_arguments", "run"]
 
 DEFAULT_STRATEGIES = ("heavy-only", "hybrid", "hybrid-cache")
+# Every strategy `--strategies` accepts (strategies.py): the defaults, then the whole article
+# (`full`, from examples/gateway-full.yaml) and its ablations.
+KNOWN_STRATEGIES = (
+    *DEFAULT_STRATEGIES, "full", "full-no-classifier", "full-no-semantic", "full-no-degrade",
+)  # fmt: skip
+ARTICLE_STRATEGIES = ("heavy-only", "hybrid", "full", "full-no-classifier", "full-no-semantic",
+                      "full-no-degrade")  # fmt: skip
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -52,7 +60,7 @@ def _load_arguments(parser: argparse.ArgumentParser) -> None:
         "--strategies",
         type=_strategy_list,
         default=list(DEFAULT_STRATEGIES),
-        help="comma list (default heavy-only,hybrid,hybrid-cache)",
+        help=f"comma list of {','.join(KNOWN_STRATEGIES)} (default heavy-only,hybrid,hybrid-cache)",
     )
     parser.add_argument(
         "--concurrency", type=concurrency_list, default=[20, 50, 100], help="comma list (20,50,100)"
@@ -68,9 +76,24 @@ def _load_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--mode",
-        choices=("closed", "open"),
+        choices=("closed", "open", "both"),
         default="closed",
-        help="closed loop at each concurrency, or open loop at the workload's arrival times",
+        help="closed loop at each concurrency; open loop (Poisson at --rate, else the "
+        "workload's arrival times); both: the closed stages, then an open stage at --rate or "
+        "at the rate heavy-only sustained at the highest concurrency",
+    )
+    parser.add_argument(
+        "--rate",
+        type=float_at_least(0.001),
+        default=None,
+        help="open loop: Poisson arrivals at this many requests/s, the same for every strategy",
+    )
+    parser.add_argument(
+        "--profile",
+        choices=("default", "article"),
+        default="default",
+        help="emulator profiles: default (light, heavy) or article (article-light, "
+        "article-heavy: calibrated to the article's heavy-only row, docs/emulator.md)",
     )
     parser.add_argument(
         "--time-scale",
@@ -104,9 +127,12 @@ def run(args: argparse.Namespace) -> int:
 
 def _strategy_list(text: str) -> list[str]:
     names = [part.strip() for part in text.split(",") if part.strip()]
-    unknown = [n for n in names if n not in DEFAULT_STRATEGIES]
+    if names == ["article"]:
+        names = list(ARTICLE_STRATEGIES)
+    unknown = [n for n in names if n not in KNOWN_STRATEGIES]
     if unknown or not names:
         raise argparse.ArgumentTypeError(
-            f"strategies are {','.join(DEFAULT_STRATEGIES)}; got {text!r}"
+            f"strategies are {','.join(KNOWN_STRATEGIES)} (or `article` for "
+            f"{','.join(ARTICLE_STRATEGIES)}); got {text!r}"
         )
     return list(dict.fromkeys(names))

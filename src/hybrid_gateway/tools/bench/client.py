@@ -167,4 +167,5 @@ def _result(item: WorkloadItem, start_s: float, latency_ms: float, answer: Answe
         mark_group=None if mark is None else mark[0],
         mark_ok=None if mark is None else mark[1],
         fallback=answer.headers.get("x-gateway-fallback"),
+        request_id=answer.headers.get("x-request-id"),
     )

@@ -10,6 +10,11 @@ shares the gateway's event loop, and it only targets loopback hosts (exit 2 othe
 - ``--mode open``: each item (in arrival order, once) is sent at ``arrival_ms / --time-scale``
   after the start, never earlier, whatever is in flight, up to a safety cap of concurrent
   requests; items due after ``--duration`` are not sent.
+- ``--mode open --rate R``: Poisson arrivals at ``R`` requests per second (exponential gaps
+  drawn from ``random.Random(f"{seed}:arrivals")``), items taken in file order from
+  ``--start-offset`` (wrapping) as in closed mode, whatever is in flight, up to the same cap;
+  nothing is sent after ``--duration``.  One offered rate for every strategy: a faster one does
+  not get more requests, as it would in a closed loop.
 
 Both stop after ``--max-requests`` when given.  Every request has the client timeout
 ``--timeout-s``.  A request succeeded when ``status == 200`` and ``error_code is None``:
@@ -64,6 +69,8 @@ class LoadSettings:
     # Closed mode starts at this item (wrapping); None: an offset picked by ``seed``.  A bench
     # passes on the previous run's ``next_offset`` so stages never re-send what came before.
     start_offset: int | None = None
+    # Open mode: Poisson arrivals at this many requests per second (None: the items' arrival_ms).
+    rate: float | None = None
 
 
 def check_loopback(base_url: str) -> None:
@@ -136,31 +143,58 @@ async def run_closed(stage: Stage, client: Client, recorder: Recorder) -> None:
     await asyncio.gather(*(worker() for _ in range(stage.settings.concurrency)))
 
 
-async def run_open(stage: Stage, client: Client, recorder: Recorder) -> None:
-    slots = asyncio.Semaphore(MAX_IN_FLIGHT)
-    tasks: set[asyncio.Task[None]] = set()
+class _Launcher:
+    """Open mode's sending side: each item at its due time, at most MAX_IN_FLIGHT at once."""
 
-    async def one(item: WorkloadItem) -> None:
-        try:
-            recorder.record(await client.send(item, stage.start))
-        finally:
-            slots.release()
+    def __init__(self, stage: Stage, client: Client, recorder: Recorder) -> None:
+        self._stage, self._client, self._recorder = stage, client, recorder
+        self._slots = asyncio.Semaphore(MAX_IN_FLIGHT)
+        self._tasks: set[asyncio.Task[None]] = set()
 
-    scale = stage.settings.time_scale
-    for item in sorted(stage.items, key=lambda i: i.arrival_ms):
-        due = item.arrival_ms / 1000.0 / scale
+    async def send_at(self, due: float, item: Callable[[], WorkloadItem]) -> bool:
+        """Send ``item()`` at ``due`` s after the start; False once the stage is over."""
+        stage = self._stage
         if due >= stage.settings.duration_s:
-            break
+            return False
         while (wait := due - stage.elapsed()) > 0:  # loops until due: never early
             await asyncio.sleep(wait)
         if not stage.may_send():
-            break
-        await slots.acquire()
+            return False
+        await self._slots.acquire()
         stage.sent += 1
-        task = asyncio.create_task(one(item))
-        tasks.add(task)
-        task.add_done_callback(tasks.discard)
-    await asyncio.gather(*tasks)
+        task = asyncio.create_task(self._one(item()))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return True
+
+    async def _one(self, item: WorkloadItem) -> None:
+        try:
+            self._recorder.record(await self._client.send(item, self._stage.start))
+        finally:
+            self._slots.release()
+
+    async def drain(self) -> None:
+        await asyncio.gather(*self._tasks)
+
+
+async def run_open(stage: Stage, client: Client, recorder: Recorder) -> None:
+    launcher = _Launcher(stage, client, recorder)
+    rate = stage.settings.rate
+    if rate is not None:
+        arrivals = random.Random(f"{stage.settings.seed}:arrivals")
+        due = 0.0
+        while await launcher.send_at(due, stage.next_item):
+            due += arrivals.expovariate(rate)
+    else:
+        scale = stage.settings.time_scale
+        for item in sorted(stage.items, key=lambda i: i.arrival_ms):
+            if not await launcher.send_at(item.arrival_ms / 1000.0 / scale, _given(item)):
+                break
+    await launcher.drain()
+
+
+def _given(item: WorkloadItem) -> Callable[[], WorkloadItem]:
+    return lambda: item
 
 
 async def show_progress(stage: Stage, recorder: Recorder, stream: IO[str]) -> None:
@@ -249,6 +283,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--start-offset", type=int, help="closed mode: first item index (default: from --seed)"
     )
     parser.add_argument("--time-scale", type=float, default=1.0, help="open mode's speed-up")
+    parser.add_argument(
+        "--rate", type=float, help="open mode: Poisson arrivals at this many requests/s"
+    )
     parser.add_argument("--progress", action="store_true", help="a progress line on stderr")
     return parser
 
@@ -262,6 +299,8 @@ def settings_from_args(args: argparse.Namespace) -> LoadSettings:
         (args.timeout_s > 0, "--timeout-s must be > 0"),
         (args.time_scale > 0, "--time-scale must be > 0"),
         (args.start_offset is None or args.start_offset >= 0, "--start-offset must be >= 0"),
+        (args.rate is None or args.rate > 0, "--rate must be > 0"),
+        (args.rate is None or args.mode == "open", "--rate needs --mode open"),
     ]
     for ok, message in checks:
         if not ok:
@@ -277,6 +316,7 @@ def settings_from_args(args: argparse.Namespace) -> LoadSettings:
         seed=args.seed,
         time_scale=args.time_scale,
         start_offset=args.start_offset,
+        rate=args.rate,
     )
 
 

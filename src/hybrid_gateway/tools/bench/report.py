@@ -7,12 +7,16 @@ benchmarks/README.md); the Markdown and the plots are drawn from that same objec
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from hybrid_gateway.tools.bench.late import LateFigures
+from hybrid_gateway.tools.bench.plots import draw_plots
+from hybrid_gateway.tools.bench.report_md import render_markdown, strategy_tables
 from hybrid_gateway.tools.bench.results import RequestResult
 from hybrid_gateway.tools.bench.stats import (
     GroupStats,
@@ -26,6 +30,7 @@ from hybrid_gateway.tools.bench.stats import (
     summarise,
 )
 from hybrid_gateway.tools.bench.strategies import STRATEGY_NOTES
+from hybrid_gateway.tools.bench.verdict import ISSUE_GOALS, figures_of, verdict, verdict_json
 from hybrid_gateway.tools.overhead.procstat import ProcessUsage
 from hybrid_gateway.tools.workload.schema import Labels
 
@@ -36,12 +41,13 @@ __all__ = [
     "StageRun",
     "build_report",
     "group_json",
-    "render_markdown",
+    "render_markdown",  # re-exported from report_md
     "stage_json",
     "write_report",
 ]
 
 SCHEMA = "hybrid-gateway/bench-run/1"
+GOAL_STRATEGY = "full"  # the strategy issue 21's goal is judged on
 JsonDict = dict[str, Any]
 
 # The seed's results at 100 concurrency (REQUIREMENTS.md section 8): p50 s, p95 s, success,
@@ -69,6 +75,8 @@ class StageRun:
     results_file: str = ""
     # per result: the first time its item id reached this gateway (empty: unknown, all first)
     first_send: Sequence[bool] = ()
+    # the slow lane's answers to this stage's deadline fallbacks (read after the gateway stops)
+    late: LateFigures = field(default_factory=LateFigures)
 
 
 @dataclass(frozen=True)
@@ -120,7 +128,7 @@ def stage_json(stage: StageRun, labels: Mapping[str, Labels], default_s: float) 
         "stage": stage.stage,
         "concurrency": stage.concurrency,
         "duration_s": round(duration, 3),
-        **group_json(summarise(scored, duration)),
+        **_with_late_cost(group_json(summarise(scored, duration)), stage.late),
         "workload_passes": _round(ratio(len(scored), len(labels)), 2),
         **_resent(stage),
         "relative_cost": None,  # filled in by build_report against heavy-only
@@ -128,9 +136,35 @@ def stage_json(stage: StageRun, labels: Mapping[str, Labels], default_s: float) 
         "gateway_rss_mib_max": _round(usage.peak_rss_mib if usage else None, 1),
         "lanes": _groups(scored, duration, lambda s: s.result.lane or "none"),
         "complexity": _groups(scored, duration, _complexity),
+        "project_x_counts": _project_x_counts(stage),
         "loadgen": dict(stage.loadgen),
         "results_file": stage.results_file,
     }
+
+
+def _with_late_cost(figures: JsonDict, late: LateFigures) -> JsonDict:
+    """The stage's cost includes what its late answers cost: the heavy model did that work."""
+    if late.cost_usd > 0 and figures["requests"] > 0:
+        figures["cost_usd"] = round(figures["cost_usd"] + late.cost_usd, 6)
+        figures["cost_per_1k_usd"] = _round(figures["cost_usd"] / figures["requests"] * 1e3, 4)
+    return figures
+
+
+def _project_x_counts(stage: StageRun) -> JsonDict:
+    """The counts the Project X verdict needs beyond the stage's figures (verdict.py)."""
+    results = stage.results
+    hits = [r for r in results if is_cache_hit(r)]
+    return {
+        "served_without_heavy": sum(
+            1 for r in results
+            if is_cache_hit(r) or (r.lane == "light" and r.fallback != "timeout")
+        ),
+        "hits_by_kind": dict(sorted(Counter(str(r.cache) for r in hits).items())),
+        "fallbacks": dict(sorted(Counter(r.fallback for r in results if r.fallback).items())),
+        "late_deliveries": stage.late.deliveries,
+        "late_failed": stage.late.failed,
+        "late_cost_usd": round(stage.late.cost_usd, 6),
+    }  # fmt: skip
 
 
 def build_report(
@@ -138,6 +172,10 @@ def build_report(
 ) -> JsonDict:
     results = [stage_json(s, labels, float(info.settings["duration_s"])) for s in stages]
     _fill_relative_cost(results)
+    for r in results:
+        r["project_x"] = verdict_json(verdict(figures_of(r)))
+        if r["strategy"] == GOAL_STRATEGY:
+            r["issue_goal"] = verdict_json(verdict(figures_of(r), ISSUE_GOALS))
     report: JsonDict = {
         "schema": SCHEMA,
         "started_at": info.started_at.isoformat(timespec="seconds"),
@@ -151,11 +189,30 @@ def build_report(
         },
         "results": results,
         "table_stage": _table_stage(results),
+        "table_stages": _table_stages(results),
+        "goal": _goal(results),
         "reference": list(REFERENCE),
         "notes": [*_default_notes(), *_wrap_notes(results), *info.notes],
     }
-    report["markdown_table"] = "\n".join(_strategy_table(report))
+    report["markdown_table"] = "\n".join(strategy_tables(report))
     return report
+
+
+def _goal(results: Sequence[JsonDict]) -> JsonDict | None:
+    """Issue 21's goal, judged on ``full`` at the open-loop stage (else its highest stage)."""
+    rows = [r for r in results if r["strategy"] == GOAL_STRATEGY]
+    if not rows:
+        return None
+    row = next((r for r in rows if r["stage"] == "open"), None) or max(
+        rows, key=lambda r: r["concurrency"] or 0
+    )
+    lines = row["issue_goal"]
+    return {
+        "strategy": GOAL_STRATEGY,
+        "stage": row["stage"],
+        "lines": lines,
+        "met": all(ln["pass"] for ln in lines),
+    }
 
 
 def _fill_relative_cost(results: list[JsonDict]) -> None:
@@ -170,6 +227,15 @@ def _table_stage(results: Sequence[JsonDict]) -> str | None:
         return None
     top = max(results, key=lambda r: r["concurrency"] or 0)
     return str(top["stage"])
+
+
+def _table_stages(results: Sequence[JsonDict]) -> list[str]:
+    """The highest closed-loop stage and the open-loop stage, those that ran."""
+    closed = [r for r in results if r["concurrency"] is not None]
+    stages = [str(max(closed, key=lambda r: r["concurrency"])["stage"])] if closed else []
+    if any(r["stage"] == "open" for r in results):
+        stages.append("open")
+    return stages
 
 
 def _groups(scored: Sequence[Scored], duration: float, key: Any) -> JsonDict:
@@ -195,10 +261,10 @@ def _default_notes() -> list[str]:
         "of the stage (errors and client time-outs included).",
         "quality = HTTP 2xx AND the answer's mark names the item's paraphrase group AND (the "
         "mark is ok OR the heavy model would not have answered it well either).",
-        "hybrid-cache uses what exists today: routing rules + exact cache. The semantic cache, "
-        "the classifier and degradation are not built yet, so it is not the seed's "
-        "'hybrid + cache + degradation'.",
-        "relative cost = cost per 1k / heavy-only's at the same stage.",
+        "hybrid-cache is routing rules + exact cache only; `full` is the whole article "
+        "(examples/gateway-full.yaml) and the full-no-* rows each remove one part of it.",
+        "relative cost = cost per 1k / heavy-only's at the same stage; a stage's cost includes "
+        "the late answers of its deadline fallbacks (the heavy model did that work).",
     ]
 
 
@@ -227,120 +293,6 @@ def _wrap_notes(results: Sequence[JsonDict]) -> list[str]:
     ]
 
 
-def _strategy_table(report: JsonDict) -> list[str]:
-    stage = report["table_stage"]
-    rows = [
-        f"Strategy table at stage {stage} (seed reference rows: 100 concurrency)",
-        "",
-        "| strategy | p50 | p95 | success | quality | false hits | cost/1k USD | relative cost |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    for r in report["results"]:
-        if r["stage"] != stage:
-            continue
-        lat = r["latency_ms"]
-        rows.append(
-            f"| {r['strategy']} | {_secs(lat['p50'])} | {_secs(lat['p95'])} | "
-            f"{_pct(r['success_rate'])} | {_pct(r['quality_rate'])} | "
-            f"{_pct(r['false_hit_rate'])} | {_fmt(r['cost_per_1k_usd'], '.3f')} | "
-            f"{_pct(r['relative_cost'], '.0%')} |"
-        )
-    for ref in report["reference"]:
-        rows.append(
-            f"| seed: {ref['strategy']} | {ref['p50_s']:.1f} s | {ref['p95_s']:.1f} s | "
-            f"{ref['success_rate']:.1%} | n/a | n/a | {ref['cost_per_1k_usd']:.2f} | "
-            f"{ref['relative_cost']:.0%} |"
-        )
-    return rows
-
-
-def render_markdown(report: JsonDict, plots: Sequence[Path] = ()) -> str:
-    wl, st = report["workload"], report["settings"]
-    lines = [
-        f"# bench run, {report['started_at']}",
-        "",
-        f"`{report['command']}`",
-        "",
-        f"Workload `{wl['path']}`: {wl['items']} items, simple share {_pct(wl['simple_share'])}; "
-        f"mode {st['mode']}, {st['duration_s']:g} s per stage after {st['warmup_s']:g} s warm-up.",
-        "",
-        *[f"- **{name}**: {note}" for name, note in report["strategies"].items()],
-        "",
-        report["markdown_table"],
-        "",
-        "## Every stage",
-        "",
-        *_stage_table(report["results"]),
-        "",
-        "## Per lane and per complexity",
-        "",
-        *_lane_table(report["results"]),
-        "",
-        "## Emulator settings",
-        "",
-        *_emulator_lines(report["emulators"]),
-        "",
-        *[f"![{p.stem}]({p.name})" for p in plots],
-        "",
-        *[f"- {note}" for note in report["notes"]],
-    ]
-    return "\n".join(lines).rstrip() + "\n"
-
-
-def _stage_table(results: Sequence[JsonDict]) -> list[str]:
-    rows = [
-        "| strategy | stage | requests | QPS | p50 ms | p95 ms | p99 ms | TTFT p50 | TTFT p95 "
-        "| success | quality | cache hits | hits on 1st sends | re-sent | false hits | cost/1k "
-        "| relative | GW CPU ms/req | GW RSS MiB |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    for r in results:
-        lat, ttft = r["latency_ms"], r["ttft_ms"]
-        rows.append(
-            f"| {r['strategy']} | {r['stage']} | {r['requests']} | {_fmt(r['qps'], '.1f')} | "
-            f"{_fmt(lat['p50'], '.0f')} | {_fmt(lat['p95'], '.0f')} | {_fmt(lat['p99'], '.0f')} | "
-            f"{_fmt(ttft['p50'], '.0f')} | {_fmt(ttft['p95'], '.0f')} | {_pct(r['success_rate'])} "
-            f"| {_pct(r['quality_rate'])} | {_pct(r['cache_hit_rate'])} | "
-            f"{_pct(r['first_send_cache_hit_rate'])} | {_pct(r['resent_share'], '.0%')} | "
-            f"{_pct(r['false_hit_rate'])} | {_fmt(r['cost_per_1k_usd'], '.3f')} | "
-            f"{_pct(r['relative_cost'], '.0%')} | {_fmt(r['gateway_cpu_ms_per_request'], '.3f')} "
-            f"| {_fmt(r['gateway_rss_mib_max'], '.0f')} |"
-        )
-    return rows
-
-
-def _lane_table(results: Sequence[JsonDict]) -> list[str]:
-    rows = [
-        "| strategy | stage | by | group | requests | p50 ms | p95 ms | p99 ms | success "
-        "| quality | cache hits | cost/1k |",
-        "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    for r in results:
-        for by in ("lanes", "complexity"):
-            for name, g in r[by].items():
-                lat = g["latency_ms"]
-                rows.append(
-                    f"| {r['strategy']} | {r['stage']} | {by} | {name} | {g['requests']} | "
-                    f"{_fmt(lat['p50'], '.0f')} | {_fmt(lat['p95'], '.0f')} | "
-                    f"{_fmt(lat['p99'], '.0f')} | {_pct(g['success_rate'])} | "
-                    f"{_pct(g['quality_rate'])} | {_pct(g['cache_hit_rate'])} | "
-                    f"{_fmt(g['cost_per_1k_usd'], '.3f')} |"
-                )
-    return rows
-
-
-def _emulator_lines(emulators: Mapping[str, Any]) -> list[str]:
-    lines = []
-    for lane, facts in emulators.items():
-        prof = facts.get("profile", {})
-        engine = ", ".join(f"{k}={v}" for k, v in prof.get("engine", {}).items())
-        lines.append(
-            f"- {lane}: `{facts.get('command', '')}`; engine {engine}; output tokens "
-            f"{prof.get('min_output_tokens')}..{prof.get('max_output_tokens')}"
-        )
-    return lines
-
-
 def write_report(report: JsonDict, out_dir: Path, stamp: datetime, plots: bool) -> list[Path]:
     """Write ``bench-STAMP.{json,md}`` (and the PNG plots) into ``out_dir``; returns the paths."""
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -350,63 +302,6 @@ def write_report(report: JsonDict, out_dir: Path, stamp: datetime, plots: bool) 
     json_path.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
     md_path.write_text(render_markdown(report, pngs))
     return [json_path, md_path, *pngs]
-
-
-def draw_plots(report: JsonDict, base: Path) -> list[Path]:
-    """``<base>-latency.png`` (p50/p95/p99 per strategy) and ``<base>-cost.png`` vs stage."""
-    from matplotlib.figure import Figure  # Agg canvas; no pyplot, no global backend switch
-
-    by_strategy: dict[str, list[JsonDict]] = {}
-    for r in report["results"]:
-        by_strategy.setdefault(r["strategy"], []).append(r)
-    latency, cost = (
-        base.with_name(base.name + "-latency.png"),
-        base.with_name(base.name + "-cost.png"),
-    )
-    fig = Figure(figsize=(8, 5))
-    ax = fig.subplots()
-    for (name, rows), colour in zip(
-        by_strategy.items(), ("C0", "C1", "C2", "C3", "C4"), strict=False
-    ):
-        xs = [_x(r) for r in rows]
-        for q, style in (("p50", "-"), ("p95", "--"), ("p99", ":")):
-            ys = [r["latency_ms"][q] for r in rows]
-            ax.plot(xs, ys, style, marker="o", color=colour, label=f"{name} {q}")
-    _axes(ax, "latency (ms)", "Latency percentiles per strategy")
-    fig.savefig(latency, dpi=100)
-    fig = Figure(figsize=(8, 5))
-    ax = fig.subplots()
-    for name, rows in by_strategy.items():
-        ax.plot([_x(r) for r in rows], [r["cost_per_1k_usd"] for r in rows], marker="o", label=name)
-    _axes(ax, "cost per 1,000 requests (USD)", "Cost per 1k requests per strategy")
-    fig.savefig(cost, dpi=100)
-    return [latency, cost]
-
-
-def _x(row: Mapping[str, Any]) -> str:
-    return str(row["concurrency"]) if row["concurrency"] is not None else str(row["stage"])
-
-
-def _axes(ax: Any, ylabel: str, title: str) -> None:
-    ax.set_xlabel("concurrency (closed-loop clients)")
-    ax.set_ylabel(ylabel)
-    ax.set_title(title)
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize="small")
-
-
-def _secs(ms: float | None) -> str:
-    if ms is None:
-        return "n/a"
-    return f"{ms / 1000:.2f} s" if ms >= 100 else f"{ms:.0f} ms"
-
-
-def _pct(value: float | None, spec: str = ".1%") -> str:
-    return "n/a" if value is None else format(value, spec)
-
-
-def _fmt(value: float | None, spec: str) -> str:
-    return "n/a" if value is None else format(value, spec)
 
 
 def _round(value: float | None, digits: int) -> float | None:

@@ -27,7 +27,8 @@ class RequestResult:
     cost_usd: float | None  # x-gateway-cost-usd, or the stream's closing comment
     mark_group: str | None  # the answer's mark: which question it was produced for
     mark_ok: bool | None  # and whether it is a good answer to it
-    fallback: str | None = None  # x-gateway-fallback, once degradation exists
+    fallback: str | None = None  # x-gateway-fallback: timeout, failover, breaker, shed, ...
+    request_id: str | None = None  # x-request-id: joins a deadline fallback to its late row
 
     def to_json(self) -> bytes:
         return orjson.dumps(asdict(self))

@@ -1,12 +1,15 @@
 """`bench run` end to end: processes per strategy, the load generator per stage, the figures.
 
-For each strategy: a light and a heavy emulator (``--workload`` so they know the labels, and
-``--model`` = the base config's channel model names) and a gateway configured by the strategy,
-all fresh so no strategy inherits another's warm state.  Then, at each concurrency (or once, in
-open mode): a warm-up run of the load generator whose results are discarded, and the measured
-stage, with the gateway's CPU and RSS sampled.  Stages of one strategy run in order on the same
-processes (c=20 then c=50 ...), as a long-running service would.  Every process started here is
-stopped before ``main`` returns, on success, error or Ctrl-C.
+For each strategy: a light and a heavy emulator (``--workload`` so they know the labels,
+``--model`` = the base config's channel model names, ``--profile``'s engine settings) and a
+gateway configured by the strategy, all fresh so no strategy inherits another's warm state.
+Then its stages (``stages.py``): at each concurrency and/or once in the open loop, a warm-up
+run of the load generator whose results are discarded, and the measured stage, with the
+gateway's CPU and RSS sampled.  Stages of one strategy run in order on the same processes
+(c=20 then c=50 ... then open), as a long-running service would.  Once the gateway has
+stopped, the late answers of its deadline fallbacks are read from its request log
+(``late.py``).  Every process started here is stopped before ``main`` returns, on success,
+error or Ctrl-C.
 """
 
 from __future__ import annotations
@@ -17,21 +20,27 @@ import dataclasses
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import orjson
 import yaml
 
 from hybrid_gateway.config import parse_config
 from hybrid_gateway.errors import ConfigError
+from hybrid_gateway.tools.bench.late import late_of, read_late_rows
 from hybrid_gateway.tools.bench.report import RunInfo, StageRun, build_report, write_report
-from hybrid_gateway.tools.bench.results import RequestResult
+from hybrid_gateway.tools.bench.stages import (
+    BASELINE,
+    BenchError,
+    Replay,
+    run_stage,
+    stage_specs,
+    sustained_rate,
+)
 from hybrid_gateway.tools.bench.strategies import STRATEGIES, channel_of_lane
 from hybrid_gateway.tools.cliargs import sigterm_stops_the_run
-from hybrid_gateway.tools.overhead.procstat import ProcessSampler
 from hybrid_gateway.tools.processes import (
     ManagedProcess,
     ProcessStartError,
@@ -44,12 +53,6 @@ from hybrid_gateway.tools.workload.schema import read_meta, read_workload
 __all__ = ["BenchError", "main"]
 
 LANES = ("light", "heavy")
-_LOADGEN = "hybrid_gateway.tools.bench.loadgen"
-_MARGIN_S = 120.0  # how long past its --duration a load generator may run before we kill it
-
-
-class BenchError(RuntimeError):
-    """The run broke: a process died, the load generator failed, a file is unreadable."""
 
 
 @dataclass(frozen=True)
@@ -60,6 +63,13 @@ class Plan:
     workload: Path
     base: Mapping[str, Any]
     models: Mapping[str, str]  # lane -> the model name its channel asks for
+    profiles: Mapping[str, str]  # lane -> the emulator profile that plays it
+
+
+def lane_profiles(profile: str) -> dict[str, str]:
+    """``--profile default``: the ``light`` and ``heavy`` profiles; ``article``:
+    ``article-light`` and ``article-heavy``."""
+    return {lane: lane if profile == "default" else f"{profile}-{lane}" for lane in LANES}
 
 
 def main(args: argparse.Namespace) -> int:
@@ -69,7 +79,7 @@ def main(args: argparse.Namespace) -> int:
     try:
         with sigterm_stops_the_run():
             plan = _plan(args, run_dir)
-            stages = [s for name in args.strategies for s in _run_strategy(args, plan, name)]
+            stages = _run_all(args, plan)
     except ConfigError as exc:
         print(f"bench run: {exc}", file=sys.stderr)
         return 2
@@ -103,7 +113,25 @@ def _plan(args: argparse.Namespace, run_dir: Path) -> Plan:
     workload = (args.workload or _build_workload(args, run_dir)).resolve()
     if not workload.is_file():
         raise BenchError(f"no workload file at {workload}")
-    return Plan(run_dir, workload.resolve(), base, models)
+    return Plan(run_dir, workload.resolve(), base, models, lane_profiles(args.profile))
+
+
+def _run_all(args: argparse.Namespace, plan: Plan) -> list[StageRun]:
+    """Every strategy in turn; the baseline first when the open loop offers its rate."""
+    names = list(args.strategies)
+    if args.mode == "both" and args.rate is None:
+        if BASELINE not in names:
+            raise BenchError(f"--mode both needs --rate or the {BASELINE} strategy to set it")
+        names.remove(BASELINE)
+        names.insert(0, BASELINE)
+    stages: list[StageRun] = []
+    rate = args.rate
+    for name in names:
+        ran = _run_strategy(args, plan, name, rate)
+        if rate is None and name == BASELINE:
+            rate = sustained_rate(ran)
+        stages += ran
+    return stages
 
 
 def _load_base(path: Path) -> Mapping[str, Any]:
@@ -131,10 +159,20 @@ def _build_workload(args: argparse.Namespace, run_dir: Path) -> Path:
     return out
 
 
-def _run_strategy(args: argparse.Namespace, plan: Plan, name: str) -> list[StageRun]:
+def _run_strategy(
+    args: argparse.Namespace, plan: Plan, name: str, rate: float | None
+) -> list[StageRun]:
     folder = plan.run_dir / name
     folder.mkdir(parents=True, exist_ok=True)
     print(f"strategy {name}", file=sys.stderr)
+    stages = _run_processes(args, plan, name, rate, folder)
+    rows = read_late_rows(folder / "requests.sqlite3")  # the gateway has stopped: all logged
+    return [dataclasses.replace(s, late=late_of(s.results, rows)) for s in stages]
+
+
+def _run_processes(
+    args: argparse.Namespace, plan: Plan, name: str, rate: float | None, folder: Path
+) -> list[StageRun]:
     with contextlib.ExitStack() as stack:
         emulators = {lane: _start_emulator(args, plan, lane, folder, stack) for lane in LANES}
         upstreams = {lane: f"{proc.url}/v1" for lane, proc in emulators.items()}
@@ -153,14 +191,19 @@ def _run_strategy(args: argparse.Namespace, plan: Plan, name: str) -> list[Stage
         )
         processes = [gateway, *emulators.values()]
         replay = Replay()
+        stages: list[StageRun] = []
         try:
-            return [
-                _run_stage(args, plan, (name, label, conc, index), gateway, processes, replay)
-                for index, (label, conc) in enumerate(_stages(args))
-            ]
+            for spec in stage_specs(args):
+                if spec.mode == "open" and args.mode == "both":
+                    offered = rate if rate is not None else sustained_rate(stages)
+                    spec = dataclasses.replace(spec, rate=offered)
+                stages.append(
+                    run_stage(args, plan.workload, folder, name, spec, gateway, processes, replay)
+                )
         except BenchError:
             _print_child_logs(processes)
             raise
+        return stages
 
 
 def _start_emulator(
@@ -175,7 +218,7 @@ def _start_emulator(
 def emulator_args(plan: Plan, lane: str) -> list[str]:
     """The `hybrid-gateway ...` arguments of the emulator playing ``lane``."""
     return [
-        "emulate", "--profile", lane, "--tier", lane, "--model", plan.models[lane],
+        "emulate", "--profile", plan.profiles[lane], "--tier", lane, "--model", plan.models[lane],
         "--host", "127.0.0.1", "--port", "0", "--workload", str(plan.workload),
     ]  # fmt: skip
 
@@ -184,127 +227,6 @@ def _started(stack: contextlib.ExitStack, process: ManagedProcess) -> ManagedPro
     stack.callback(stop_process, process)
     print(f"  started {process.name} (pid {process.pid}) at {process.url}", file=sys.stderr)
     return process
-
-
-def _stages(args: argparse.Namespace) -> list[tuple[str, int | None]]:
-    if args.mode == "open":
-        return [("open", None)]
-    return [(f"c{conc}", conc) for conc in args.concurrency]
-
-
-def _run_stage(
-    args: argparse.Namespace,
-    plan: Plan,
-    stage: tuple[str, str, int | None, int],
-    gateway: ManagedProcess,
-    processes: Sequence[ManagedProcess],
-    replay: Replay,
-) -> StageRun:
-    strategy, label, conc, _ = stage
-    folder = plan.run_dir / strategy
-    sent = replay.sent
-    if args.warmup > 0:
-        warmup = loadgen_args(args, plan.workload, gateway.url, conc, args.warmup, replay.offset)
-        warm = folder / f"{label}-warmup.jsonl"
-        replay.offset = _loadgen(warmup, warm, args.warmup).get("next_offset", replay.offset)
-        sent.update(r.item for r in read_results(warm))
-    out = folder / f"{label}.jsonl"
-    measured = loadgen_args(args, plan.workload, gateway.url, conc, args.duration, replay.offset)
-    with ProcessSampler(gateway.pid) as sampler:
-        summary = _loadgen(measured, out, args.duration)
-    replay.offset = summary.get("next_offset", replay.offset)
-    for proc in processes:
-        if proc.popen.poll() is not None:
-            raise BenchError(f"{proc.name} exited with code {proc.popen.returncode} in {label}")
-    results = read_results(out)
-    print(f"  {strategy} {label}: {len(results)} requests", file=sys.stderr)
-    first = first_sends(results, sent)
-    return StageRun(strategy, label, conc, results, summary, sampler.usage, str(out), first)
-
-
-@dataclass(slots=True)
-class Replay:
-    """Where one gateway's replay stands: the next workload item, and the ids already sent.
-
-    Warm-up and stages continue through the workload in order, so a stage re-sends an item only
-    once the whole workload has gone by (counted as ``resent_share`` in the report).
-    """
-
-    offset: int = 0
-    sent: set[str] = field(default_factory=set)
-
-
-def first_sends(results: Sequence[RequestResult], sent: set[str]) -> tuple[bool, ...]:
-    """Per result (in send order): is it the first time this item id reached the gateway?
-
-    Adds the ids to ``sent``.  A re-sent item id is an artefact of replaying a workload
-    (warm-ups, earlier stages, the closed loop wrapping), not one of its own repeats.
-    """
-    first = [False] * len(results)
-    for i in sorted(range(len(results)), key=lambda i: results[i].start_s):
-        first[i] = results[i].item not in sent
-        sent.add(results[i].item)
-    return tuple(first)
-
-
-def _loadgen(argv: list[str], out: Path, duration: float) -> dict[str, Any]:
-    argv = [*argv, "--out", str(out)]
-    stderr = None if sys.stderr.isatty() else subprocess.PIPE
-    try:
-        done = subprocess.run(
-            python_module_argv(_LOADGEN, *argv),
-            stdout=subprocess.PIPE,
-            stderr=stderr,
-            text=True,
-            timeout=duration + _MARGIN_S,
-            check=False,
-        )
-    except subprocess.TimeoutExpired as exc:
-        raise BenchError(f"the load generator ran past {duration + _MARGIN_S:g} s") from exc
-    if done.returncode != 0:
-        tail = (done.stderr or "")[-2000:]
-        raise BenchError(f"the load generator exited {done.returncode}: {tail}")
-    return _last_json_line(done.stdout)
-
-
-def loadgen_args(
-    args: argparse.Namespace,
-    workload: Path,
-    url: str,
-    conc: int | None,
-    duration: float,
-    start_offset: int = 0,
-) -> list[str]:
-    """The load generator's command line for one run (warm-up or stage), less ``--out``."""
-    argv = [
-        "--base-url", f"{url}/v1", "--workload", str(workload), "--model", "auto",
-        "--mode", args.mode, "--duration", f"{duration:g}", "--start-offset", str(start_offset),
-    ]  # fmt: skip
-    if conc is not None:
-        argv += ["--concurrency", str(conc)]
-    if args.mode == "open":
-        argv += ["--time-scale", f"{args.time_scale:g}"]
-    if args.max_requests is not None:
-        argv += ["--max-requests", str(args.max_requests)]
-    if sys.stderr.isatty():
-        argv.append("--progress")
-    return argv
-
-
-def read_results(path: Path) -> list[RequestResult]:
-    if not path.exists():
-        raise BenchError(f"the load generator wrote no results to {path}")
-    with path.open("rb") as source:
-        return [RequestResult.from_json(line) for line in source if line.strip()]
-
-
-def _last_json_line(stdout: str) -> dict[str, Any]:
-    for line in reversed(stdout.strip().splitlines()):
-        with contextlib.suppress(orjson.JSONDecodeError):
-            value = orjson.loads(line)
-            if isinstance(value, dict):
-                return value
-    return {}
 
 
 def _print_child_logs(processes: Sequence[ManagedProcess]) -> None:
@@ -317,8 +239,12 @@ def _settings(args: argparse.Namespace, plan: Plan) -> dict[str, Any]:
     return {
         "strategies": list(args.strategies),
         "mode": args.mode,
-        "concurrency": list(args.concurrency) if args.mode == "closed" else None,
-        "time_scale": args.time_scale if args.mode == "open" else None,
+        "concurrency": list(args.concurrency) if args.mode != "open" else None,
+        "time_scale": args.time_scale if args.mode == "open" and args.rate is None else None,
+        # the open loop's Poisson rate: --rate, or (null) heavy-only's rate at the highest
+        # concurrency of this run; each open stage's loadgen.offered_rate_per_s says what it got
+        "rate_per_s": args.rate,
+        "profile": args.profile,
         "duration_s": args.duration,
         "warmup_s": args.warmup,
         "max_requests": args.max_requests,
@@ -346,7 +272,7 @@ def _emulator_facts(plan: Plan) -> dict[str, Any]:
     return {
         lane: {
             "command": "hybrid-gateway " + " ".join(emulator_args(plan, lane)),
-            "profile": dataclasses.asdict(profile(lane)),
+            "profile": dataclasses.asdict(profile(plan.profiles[lane])),
         }
         for lane in LANES
     }

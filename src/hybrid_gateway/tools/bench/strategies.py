@@ -8,9 +8,19 @@ gateway writes its request log.  The gateway always listens on 127.0.0.1 and a f
 
 - ``heavy-only``: no rules, default lane heavy, every cache off: the seed's baseline.
 - ``hybrid``: the base config's routing rules, every cache off.
-- ``hybrid-cache``: the base config's rules with the exact cache on.  The semantic cache is
-  measured on labelled pairs (``cache eval``, ``bench semantic``) and degradation under faults
-  and overload (``bench degrade``); neither is switched on in this strategy.
+- ``hybrid-cache``: the base config's rules with the exact cache on.
+- ``full``: the whole article, ``examples/gateway-full.yaml`` (shipped in the package as
+  ``hybrid_gateway/examples/gateway-full.yaml``): rules, the calibrated classifier and gates,
+  exact + semantic cache, lane queues, retries, breakers with a backup channel, the heavy lane's
+  deadline fallback, shedding.  Channel models and prices come from the base config, so its
+  cost is comparable with the others'; the backup channel points at the heavy emulator too.
+- ``full-no-classifier``, ``full-no-semantic``, ``full-no-degrade``: ``full`` with one part
+  removed (the classifier; the semantic cache; retries, breakers and backup, the deadline
+  fallback and shedding), so the rows show what each part is worth.
+
+The first three have no degradation either (retries and breakers off), as the article's rows
+"heavy model only" and "hybrid routing, no cache, no degradation": an upstream error reaches
+the client, which is what the ``article`` emulator profile's error rate measures.
 """
 
 from __future__ import annotations
@@ -20,15 +30,25 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 __all__ = [
+    "FULL_CONFIG",
     "STRATEGIES",
     "STRATEGY_NOTES",
     "Strategy",
     "channel_of_lane",
+    "full",
+    "full_no_classifier",
+    "full_no_degrade",
+    "full_no_semantic",
     "heavy_only",
     "hybrid",
     "hybrid_cache",
 ]
+
+# The packaged copy of examples/gateway-full.yaml (a link to it in a source checkout).
+FULL_CONFIG = Path(__file__).resolve().parents[2] / "examples" / "gateway-full.yaml"
 
 JsonDict = dict[str, Any]
 Strategy = Callable[[Mapping[str, Any], Mapping[str, str], Path], JsonDict]
@@ -40,12 +60,14 @@ def heavy_only(
     config = _common(base, upstreams, request_log)
     config["routing"] = {**config.get("routing", {}), "default_lane": "heavy", "rules": []}
     _caches_off(config)
+    _no_degradation(config)
     return config
 
 
 def hybrid(base: Mapping[str, Any], upstreams: Mapping[str, str], request_log: Path) -> JsonDict:
     config = _common(base, upstreams, request_log)
     _caches_off(config)
+    _no_degradation(config)
     return config
 
 
@@ -55,6 +77,49 @@ def hybrid_cache(
     config = _common(base, upstreams, request_log)
     cache = config.setdefault("cache", {})
     cache["exact"] = {**cache.get("exact", {}), "enabled": True}
+    _no_degradation(config)
+    return config
+
+
+def full(base: Mapping[str, Any], upstreams: Mapping[str, str], request_log: Path) -> JsonDict:
+    """``examples/gateway-full.yaml`` on the bench's emulators, with the base config's prices."""
+    config: JsonDict = yaml.safe_load(FULL_CONFIG.read_text(encoding="utf-8"))
+    for lane, url in upstreams.items():
+        priced = {k: v for k, v in channel_of_lane(base, lane).items() if k in _PRICED}
+        names = [config["lanes"][lane]["channel"], config["lanes"][lane].get("backup")]
+        for name in filter(None, names):
+            config["channels"][name] = {**config["channels"][name], **priced, "base_url": url}
+    config = _common(config, {}, request_log)
+    semantic = config.get("cache", {}).get("semantic")
+    if isinstance(semantic, dict) and semantic.get("path"):
+        semantic["path"] = str(request_log.with_name("semantic-cache.sqlite3"))
+    return config
+
+
+def full_no_classifier(
+    base: Mapping[str, Any], upstreams: Mapping[str, str], request_log: Path
+) -> JsonDict:
+    """``full`` without the learned stage: what no rule decides goes to the default lane."""
+    config = full(base, upstreams, request_log)
+    config["routing"]["classifier"] = None
+    config["routing"]["exemplars"] = None
+    return config
+
+
+def full_no_semantic(
+    base: Mapping[str, Any], upstreams: Mapping[str, str], request_log: Path
+) -> JsonDict:
+    config = full(base, upstreams, request_log)
+    config["cache"]["semantic"]["enabled"] = False
+    return config
+
+
+def full_no_degrade(
+    base: Mapping[str, Any], upstreams: Mapping[str, str], request_log: Path
+) -> JsonDict:
+    """``full`` without the article's degradation (section 7) and shedding; lane queues stay."""
+    config = full(base, upstreams, request_log)
+    _no_degradation(config)
     return config
 
 
@@ -62,14 +127,24 @@ STRATEGIES: Mapping[str, Strategy] = {
     "heavy-only": heavy_only,
     "hybrid": hybrid,
     "hybrid-cache": hybrid_cache,
+    "full": full,
+    "full-no-classifier": full_no_classifier,
+    "full-no-semantic": full_no_semantic,
+    "full-no-degrade": full_no_degrade,
 }
 
 STRATEGY_NOTES: Mapping[str, str] = {
-    "heavy-only": "every request to the heavy lane; no rules; caches off",
-    "hybrid": "the base config's routing rules; caches off",
-    "hybrid-cache": "the base config's routing rules + exact cache (semantic cache: "
-    "`cache eval`; degradation: `bench degrade`)",
+    "heavy-only": "every request to the heavy lane; no rules; caches off; no retries or breakers",
+    "hybrid": "the base config's routing rules; caches off; no retries or breakers",
+    "hybrid-cache": "the base config's routing rules + exact cache; no retries or breakers",
+    "full": "examples/gateway-full.yaml: rules, calibrated classifier and gates, exact + "
+    "semantic cache, lane queues, retries, breakers + backup, heavy deadline fallback, shedding",
+    "full-no-classifier": "full without the classifier (unruled requests go to the default lane)",
+    "full-no-semantic": "full without the semantic cache (exact cache only)",
+    "full-no-degrade": "full without retries, breakers + backup, deadline fallback and shedding",
 }
+
+_PRICED = ("model", "price_per_1m_input", "price_per_1m_output")
 
 
 def channel_of_lane(config: Mapping[str, Any], lane: str) -> JsonDict:
@@ -92,6 +167,16 @@ def _common(base: Mapping[str, Any], upstreams: Mapping[str, str], request_log: 
     for lane, url in upstreams.items():
         channel_of_lane(config, lane)["base_url"] = url
     return config
+
+
+def _no_degradation(config: JsonDict) -> None:
+    """Retries, breakers (and so backups), deadline fallbacks and shedding off; queues stay."""
+    resilience = config.setdefault("resilience", {})
+    for name in ("retry", "breaker", "shedding"):
+        resilience[name] = {**(resilience.get(name) or {}), "enabled": False}
+    for lane in config.get("lanes", {}).values():
+        for key in ("backup", "retry_on_backup", "deadline_s", "fallback_lane"):
+            lane.pop(key, None)
 
 
 def _caches_off(config: JsonDict) -> None:

@@ -1,5 +1,8 @@
 """``hybrid-gateway workload build``: write a replayable workload built from the real data.
 
+``hybrid-gateway workload export`` writes a workload's labels as calibration files for
+``router calibrate`` and ``cache calibrate`` (``export.py``).
+
 The data is read from ``--data`` (default ``../shared/data`` from the current directory, then
 ``<repo root>/../shared/data``).  A missing data directory or file exits with code 2 and names
 the path.  See docs/workload.md for the options and how the labels are made.
@@ -19,6 +22,8 @@ import orjson
 
 from .arrivals import ArrivalSpec, parse_arrivals
 from .builder import COMPLEX_SOURCES, KINDS, BuildError, BuildOptions, build
+from .export import configure_export
+from .export import run as run_export
 from .schema import WorkloadItem, write_workload
 from .sources import DataMissingError
 
@@ -47,9 +52,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     add("--seed", type=int, default=defaults.seed)
     add("--data", type=Path, help="the shared data directory (default: ../shared/data)")
+    configure_export(
+        actions.add_parser("export", help="a workload's labels as router/cache calibration files")
+    )
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.action == "export":
+        return run_export(args)
     options = BuildOptions(
         size=args.size,
         kind=args.kind,

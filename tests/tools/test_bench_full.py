@@ -1,0 +1,77 @@
+"""`bench run` with the whole article (`full`) end to end, both arrival modes, short.
+
+Real processes (two quality emulators, the gateway on examples/gateway-full.yaml, the load
+generator sending the OpenAI wire format); the check is that the run completes and its JSON
+carries every figure issue 21 asks for, with consistent arithmetic, not what the figures are.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from hybrid_gateway.tools.bench.verdict import ISSUE_GOALS, PROJECT_X
+from hybrid_gateway.tools.processes import child_env, python_module_argv
+from tests.tools.test_bench_run import EXAMPLE, tiny_workload
+
+COUNT_KEYS = {"served_without_heavy", "hits_by_kind", "fallbacks", "late_deliveries",
+              "late_failed", "late_cost_usd"}  # fmt: skip
+
+
+def run_bench(tmp_path: Path, *extra: str) -> dict[str, Any]:
+    workload = tmp_path / "w.jsonl"
+    tiny_workload(workload)
+    out = tmp_path / "out"
+    argv = python_module_argv(
+        "hybrid_gateway.cli", "bench", "run", "--workload", str(workload),
+        "--concurrency", "4", "--duration", "2", "--warmup", "0",
+        "--base-config", str(EXAMPLE), "--out", str(out), "--startup-timeout", "90", *extra,
+    )  # fmt: skip
+    done = subprocess.run(
+        argv, capture_output=True, text=True, timeout=400, env=child_env(), check=False
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    [json_path] = out.glob("bench-*.json")
+    files = [p for p in out.glob(json_path.stem + "*") if p.is_file()]
+    suffixes = sorted(p.name[len(json_path.stem) :] for p in files)
+    assert suffixes == ["-article.png", "-cost.png", "-latency.png", ".json", ".md"]
+    markdown = json_path.with_suffix(".md").read_text()
+    assert "## Project X requirements, per strategy and stage" in markdown
+    assert "Goal of issue 21 for `full`" in markdown
+    report: dict[str, Any] = json.loads(json_path.read_text())
+    return report
+
+
+def test_full_bench_in_both_arrival_modes(tmp_path: Path) -> None:
+    report = run_bench(tmp_path, "--strategies", "full,heavy-only", "--mode", "both")
+    # heavy-only ran first: the open loop offers the rate it sustained at 4 clients
+    assert [r["strategy"] for r in report["results"]] == ["heavy-only"] * 2 + ["full"] * 2
+    assert report["table_stages"] == ["c4", "open"]
+    rows = {(r["strategy"], r["stage"]): r for r in report["results"]}
+    closed = rows["heavy-only", "c4"]
+    offered = closed["requests"] / closed["duration_s"]
+    for strategy in ("heavy-only", "full"):
+        opened = rows[strategy, "open"]
+        assert opened["concurrency"] is None
+        assert abs(opened["loadgen"]["offered_rate_per_s"] - offered) < 0.01 * offered + 0.01
+    for row in report["results"]:
+        assert row["requests"] > 0 and row["success_rate"] == 1.0
+        assert set(row["project_x_counts"]) == COUNT_KEYS
+        assert [ln["key"] for ln in row["project_x"]] == [t.key for t in PROJECT_X]
+        for line in row["project_x"]:
+            assert set(line) == {"key", "label", "value", "shown", "target", "pass"}
+        counts = row["project_x_counts"]
+        assert sum(counts["hits_by_kind"].values()) == row["counts"]["cache_hits"]
+        assert 0 <= counts["served_without_heavy"] <= row["requests"]
+    for stage in ("c4", "open"):
+        full, heavy = rows["full", stage], rows["heavy-only", stage]
+        assert heavy["relative_cost"] == 1.0
+        assert full["relative_cost"] == round(full["cost_per_1k_usd"] / heavy["cost_per_1k_usd"], 4)
+        assert [ln["key"] for ln in full["issue_goal"]] == [t.key for t in ISSUE_GOALS]
+        assert full["project_x_counts"]["hits_by_kind"]  # 30 items asked 3 times: some hit
+    goal = report["goal"]
+    assert (goal["strategy"], goal["stage"]) == ("full", "open")
+    assert goal["met"] == all(line["pass"] for line in goal["lines"])
+    assert report["settings"]["mode"] == "both" and report["settings"]["rate_per_s"] is None
