@@ -36,6 +36,12 @@ from hybrid_gateway.resilience.settings import DeferredConfig, LaneQueueConfig, 
 from hybrid_gateway.routing.settings import RoutingConfig
 from hybrid_gateway.stores.settings import StoresConfig
 from hybrid_gateway.tenancy.settings import AuthConfig, LimitsConfig, TenantConfig
+from hybrid_gateway.upstreams.pool.settings import (
+    BalancingConfig,
+    EndpointConfig,
+    EndpointHealthConfig,
+    endpoint_names,
+)
 from hybrid_gateway.upstreams.profiles import ProfileName
 
 
@@ -78,9 +84,15 @@ class ServerConfig(_Strict):
 
 
 class ChannelConfig(_Strict):
-    """One OpenAI-compatible upstream endpoint (vLLM, SGLang, llama.cpp, Ollama, OpenAI, ...)."""
+    """One OpenAI-compatible upstream (vLLM, SGLang, llama.cpp, Ollama, OpenAI, ...): one
+    ``base_url``, or several ``endpoints`` serving the same model (upstreams/pool/)."""
 
     base_url: Annotated[str, Field(pattern=r"^https?://")]
+    # Several servers of the same model behind this channel, balanced by ``balancing`` and
+    # ejected by ``health`` when failing; base_url (the one-endpoint form) is then left out.
+    endpoints: Annotated[tuple[EndpointConfig, ...], Field(min_length=1)] | None = None
+    balancing: BalancingConfig = BalancingConfig()
+    health: EndpointHealthConfig = EndpointHealthConfig()
     model: Annotated[str, Field(min_length=1)]
     # Name of the environment variable holding the key; the key itself never sits in the file.
     api_key_env: str | None = None
@@ -101,6 +113,32 @@ class ChannelConfig(_Strict):
     context_tokens: PositiveInt | None = None
     # Largest n a profile without native n answers by parallel calls (0: n > 1 is a 400).
     fan_out_n: Annotated[int, Field(ge=0, le=128)] = 16
+
+    @model_validator(mode="before")
+    @classmethod
+    def _endpoints_or_base_url(cls, data: Any) -> Any:
+        """``endpoints`` stand in for ``base_url`` (the first one's URL fills it)."""
+        if isinstance(data, Mapping) and data.get("endpoints") is not None:
+            if "base_url" in data:
+                raise _FieldError("base_url", "either base_url or endpoints, not both")
+            listed = data["endpoints"]
+            if isinstance(listed, list) and not listed:
+                raise _FieldError("endpoints", "at least one endpoint")
+            first = listed[0] if isinstance(listed, list) else None
+            url = first.get("url") if isinstance(first, Mapping) else None
+            # a bad first URL is reported at endpoints.0.url, not at base_url
+            ok = isinstance(url, str) and url.startswith(("http://", "https://"))
+            return {**data, "base_url": url if ok else "http://endpoints.invalid"}
+        return data
+
+    @model_validator(mode="after")
+    def _unique_endpoint_names(self) -> ChannelConfig:
+        if self.endpoints is not None:
+            names = endpoint_names(self.endpoints)
+            for i, name in enumerate(names):
+                if names.index(name) != i:
+                    raise _FieldError(f"endpoints.{i}.name", f"a unique name, got {name!r} twice")
+        return self
 
 
 class LaneConfig(_Strict):
@@ -281,7 +319,10 @@ def _config_error(source: str, exc: ValidationError) -> ConfigError:
     first = exc.errors()[0]
     ctx_error = (first.get("ctx") or {}).get("error")
     if isinstance(ctx_error, _FieldError):
-        return ConfigError(source, ctx_error.field, ctx_error.expected)
+        # a nested section's validator names its field from there (channels.NAME.<field>)
+        where = ".".join(str(part) for part in first["loc"])
+        field = f"{where}.{ctx_error.field}" if where else ctx_error.field
+        return ConfigError(source, field, ctx_error.expected)
     field = ".".join(str(part) for part in first["loc"]) or "<root>"
     expected = first["msg"]
     if first["type"] == "extra_forbidden":

@@ -40,6 +40,21 @@ class Usage:
 
 
 @dataclass(frozen=True, slots=True)
+class EndpointChoice:
+    """Which endpoint of a channel's pool answered, and why (upstreams/pool/)."""
+
+    channel: str
+    endpoint: str
+    policy: str
+    # The policy's reason, ``key=value`` pairs (``match=0.82``), or "" when it has none.
+    reason: str = ""
+
+    def header(self) -> str:
+        text = f"endpoint={self.endpoint}; policy={self.policy}"
+        return f"{text}; {self.reason}" if self.reason else text
+
+
+@dataclass(frozen=True, slots=True)
 class RouteDecision:
     """Which lane and channel answer, and the rule (or score) that decided."""
 
@@ -52,12 +67,23 @@ class RouteDecision:
     # Moved to a cheaper lane for a while (the tenant's budget ran out): its answer is not
     # what the request would get otherwise, so the caches do not keep it.
     downgraded: bool = False
+    # The endpoint of a pooled channel that answered (None: a single-endpoint channel).
+    endpoint: EndpointChoice | None = None
 
     def header(self) -> str:
         text = f"lane={self.lane}; channel={self.channel}; rule={self.rule}"
         if self.score is not None:
             text = f"{text}; score={self.score:.3f}"
-        return text if self.threshold is None else f"{text}; threshold={self.threshold:.3f}"
+        if self.threshold is not None:
+            text = f"{text}; threshold={self.threshold:.3f}"
+        return text if self.answering is None else f"{text}; {self.answering.header()}"
+
+    @property
+    def answering(self) -> EndpointChoice | None:
+        """The endpoint decision, if it was made on the channel that answers now (a retry on
+        the backup channel leaves the primary pool's decision behind)."""
+        endpoint = self.endpoint
+        return endpoint if endpoint is not None and endpoint.channel == self.channel else None
 
 
 class CacheOutcome(enum.StrEnum):

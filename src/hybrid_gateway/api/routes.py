@@ -19,6 +19,8 @@ from hybrid_gateway.errors import GatewayError, ModelNotFound, Overloaded, Paylo
 from hybrid_gateway.observability.log_rows import note_category
 from hybrid_gateway.observability.logs import bind_request_id, unbind_request_id
 from hybrid_gateway.types import CacheOutcome, ChatRequest, RequestRecord
+from hybrid_gateway.upstreams.pool.context import REQUEST_HEADERS
+from hybrid_gateway.upstreams.pool.report import endpoint_report
 from hybrid_gateway.upstreams.sse import frame_json
 
 RUNTIME = web.AppKey("runtime", GatewayRuntime)
@@ -106,6 +108,7 @@ async def _answer(
         chat = parse_chat_request(parse_body(raw))
         check_message_count(chat, runtime.config.server.max_messages)
         record.model, record.stream = chat.model, chat.stream
+        record.extra[REQUEST_HEADERS] = request.headers  # balancing.session_header (pool/)
         if runtime.request_log is not None:  # server.request_log.prompts
             runtime.request_log.note_prompt(chat.messages, record)
             note_category(chat.body.get("metadata"), runtime.config.routing.category_key, record)
@@ -290,8 +293,11 @@ async def healthz(request: web.Request) -> web.Response:
     vectors = None if runtime.semantic is None else runtime.semantic.store_status()
     channels = sorted(runtime.channels)
     problems = channel_problems(runtime.health, runtime.dispatcher.breaker, channels)
+    pools, ejected = endpoint_report(runtime.channels)  # channels with endpoints
     stores = {"store": store, "records": records, "semantic_store": vectors}
-    body = health_body(stores, problems, channels, runtime.started_at)
+    body = health_body(stores, [*problems, *ejected], channels, runtime.started_at)
+    if pools:
+        body["endpoints"] = pools
     return web.json_response(body, dumps=_dumps)
 
 

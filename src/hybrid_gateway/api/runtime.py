@@ -37,14 +37,14 @@ from hybrid_gateway.stores.health import StoreHealth
 from hybrid_gateway.stores.shared import SharedState, build_shared_state
 from hybrid_gateway.tenancy.admission import Tenancy, build_tenancy
 from hybrid_gateway.types import RequestRecord
-from hybrid_gateway.upstreams.openai_http import OpenAIChannel
+from hybrid_gateway.upstreams.pool.build import Upstream, build_upstream
 
 
 @dataclass(slots=True)
 class GatewayRuntime:
     config: GatewayConfig
     pipeline: Pipeline
-    channels: dict[str, OpenAIChannel]
+    channels: dict[str, Upstream]
     exact_cache: MemoryExactCache | None
     request_log: RequestLog | None
     metrics: GatewayMetrics
@@ -100,12 +100,15 @@ def build_runtime(
     config: GatewayConfig, *, config_path: str | Path | None, clock: Clock
 ) -> GatewayRuntime:
     source = str(config_path or "<config>")
+    metrics = GatewayMetrics()
     channels = {
-        name: OpenAIChannel(
+        name: build_upstream(
             name,
             ch,
             api_key=read_api_key(name, ch, source),
             ca_file=str(resolve_path(config_path, ch.ca_file)) if ch.ca_file else None,
+            clock=clock,
+            listeners=[metrics],  # channels with endpoints: per-endpoint metrics
         )
         for name, ch in config.channels.items()
     }
@@ -121,7 +124,6 @@ def build_runtime(
         else None
     )
     router = build_router(config, config_path=config_path, embedder=embedder)
-    metrics = GatewayMetrics()
     metrics.config_loaded.set(time.time())
     # stores.records: postgres: one health for this process's PostgreSQL calls (request log,
     # feedback, semantic vectors), so /healthz and the store_up gauge tell one story.
@@ -195,7 +197,7 @@ def build_runtime(
 
 def build_dispatcher(
     config: GatewayConfig,
-    channels: dict[str, OpenAIChannel],
+    channels: dict[str, Upstream],
     clock: Clock,
     metrics: GatewayMetrics,
     gates: LaneGates | None = None,

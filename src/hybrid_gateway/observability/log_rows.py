@@ -33,7 +33,7 @@ COLUMN_TYPES: dict[str, str] = {
     "ttft_ms": "DOUBLE PRECISION", "retries": "INTEGER", "fallback": "TEXT", "cache_key": "TEXT",
     "app": "TEXT", "saved_usd": "DOUBLE PRECISION", "queue_ms": "DOUBLE PRECISION",
     "prompt": "TEXT", "category": "TEXT", "cache_checks": "TEXT", "cache_entry": "BIGINT",
-    "upstream_model": "TEXT",
+    "upstream_model": "TEXT", "endpoint": "TEXT", "endpoint_reason": "TEXT",
 }  # fmt: skip
 COLUMNS: tuple[str, ...] = tuple(COLUMN_TYPES)
 
@@ -74,7 +74,16 @@ def record_row(record: RequestRecord) -> Row:
         _cache_checks(record),
         _cache_entry(record),
         _text(record, "upstream_model"),  # the name the upstream answered with
+        *_endpoint(record),
     )
+
+
+def _endpoint(record: RequestRecord) -> tuple[str | None, str | None]:
+    """A pooled channel's endpoint that answered, and the policy's reason (upstreams/pool/)."""
+    choice = record.route.answering if record.route is not None else None
+    if choice is None:
+        return None, None
+    return choice.endpoint, f"{choice.policy}; {choice.reason}" if choice.reason else choice.policy
 
 
 def _text(record: RequestRecord, key: str) -> str | None:

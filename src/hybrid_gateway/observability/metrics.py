@@ -62,6 +62,21 @@ class GatewayMetrics:
             names.UPSTREAM_IDLE_CONNECTIONS, "Keep-alive upstream connections idle in the pool",
             ["channel"],
         ))  # fmt: skip
+        by_endpoint = ["channel", "endpoint"]
+        self.endpoint_up = r.add(Gauge(
+            names.ENDPOINT_UP, "Endpoint healthy (1) or ejected / awaiting its probe (0)",
+            by_endpoint,
+        ))  # fmt: skip
+        self.endpoint_in_flight = r.add(
+            Gauge(names.ENDPOINT_IN_FLIGHT, "Requests in flight to the endpoint", by_endpoint)
+        )
+        self.endpoint_attempts = r.add(Counter(
+            names.ENDPOINT_ATTEMPTS, "Attempts sent to the endpoint, by health outcome",
+            [*by_endpoint, "outcome"],
+        ))  # fmt: skip
+        self.endpoint_ejections = r.add(
+            Counter(names.ENDPOINT_EJECTIONS, "Times the endpoint was ejected", by_endpoint)
+        )
         self.route_decisions = r.add(Counter(
             names.ROUTE_DECISIONS, "Routing decisions by lane and the rule that chose it",
             ["lane", "rule"],
@@ -161,6 +176,18 @@ class GatewayMetrics:
         self.asyncio_tasks.set(tasks)
         for channel, idle in idle_connections.items():
             self.upstream_idle.set(idle, (channel,))
+
+    # -- endpoint pools (upstreams/pool/pool.py: EndpointListener) ---------------------------
+    def endpoint_state(self, channel: str, endpoint: str, state: str) -> None:
+        self.endpoint_up.set(1 if state == "healthy" else 0, (channel, endpoint))
+        if state == "ejected":
+            self.endpoint_ejections.inc((channel, endpoint))
+
+    def endpoint_load(self, channel: str, endpoint: str, in_flight: int) -> None:
+        self.endpoint_in_flight.set(in_flight, (channel, endpoint))
+
+    def endpoint_result(self, channel: str, endpoint: str, outcome: str) -> None:
+        self.endpoint_attempts.inc((channel, endpoint, outcome))
 
     # -- listener hooks (resilience/breaker.py, resilience/dispatch.py) ----------------------
     def state_change(self, channel: str, old: BreakerState, new: BreakerState) -> None:

@@ -36,6 +36,11 @@ STORE_ERRORS = "hybrid_gateway_store_errors"
 ROUTE_DECISIONS = "hybrid_gateway_route_decisions"  # counter: lane, rule (cache hits included)
 FEEDBACK = "hybrid_gateway_feedback"  # counter: lane, cache, rating (up|down), reason (or "none")
 QUEUE_WAIT_SECONDS = "hybrid_gateway_queue_wait_seconds"  # histogram: lane (lanes with a queue)
+# Channels with several endpoints (upstreams/pool/): labels channel, endpoint
+ENDPOINT_UP = "hybrid_gateway_endpoint_up"  # gauge: 1 healthy, 0 ejected or awaiting its probe
+ENDPOINT_IN_FLIGHT = "hybrid_gateway_endpoint_in_flight"  # gauge: requests in flight
+ENDPOINT_ATTEMPTS = "hybrid_gateway_endpoint_attempts"  # counter: + outcome (success|failure|…)
+ENDPOINT_EJECTIONS = "hybrid_gateway_endpoint_ejections"  # counter: times ejected
 # Cost accounting (tenancy): counters by tenant, app, lane, channel, model.  Cost per 1,000
 # requests = 1000 * rate(..._tenant_cost_usd_total) / rate(..._tenant_requests_total).
 TENANT_REQUESTS = "hybrid_gateway_tenant_requests"  # cache hits and errors included

@@ -39,6 +39,7 @@ from hybrid_gateway.resilience.lanes import LaneGates
 from hybrid_gateway.resilience.retry import RetryBudget, RetryPolicy
 from hybrid_gateway.resilience.shape import request_shape
 from hybrid_gateway.types import RequestRecord
+from hybrid_gateway.upstreams.pool.context import bind_attempts
 from hybrid_gateway.upstreams.sse import DONE
 
 __all__ = ["Channel", "DispatchParts", "Dispatcher", "LaneChannels", "RetryListener"]
@@ -230,6 +231,7 @@ class Dispatcher:
         caller: Caller | None = None,
     ) -> tuple[Channel, _T, _Verdict]:
         """Attempts until one succeeds; its breaker verdict is left to the caller to settle."""
+        bind_attempts(record)  # a channel with endpoints sends a retry to another one
         self._p.budget.record_request()
         retries = 0
         started = self._p.clock.now()

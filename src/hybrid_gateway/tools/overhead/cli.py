@@ -119,6 +119,14 @@ def add_arguments(overhead: argparse.ArgumentParser) -> None:
         default=60.0,
         help="seconds to wait for each process's listening line",
     )
+    overhead.add_argument(
+        "--gateway-log-level",
+        type=str.upper,
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        default="INFO",
+        help="the gateway's serve --log-level: INFO logs a line per request, WARNING none "
+        "(default INFO)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -198,7 +206,8 @@ def _start_targets(
         targets["bare"] = Target("bare", bare.url, bare, emulator)
     if "gateway" in args.targets:
         config = _write_gateway_config(work / "gateway", emulator.url)
-        argv = python_module_argv("hybrid_gateway.cli", "serve", "--config", str(config))
+        argv = python_module_argv("hybrid_gateway.cli", "serve", "--config", str(config),
+                                  "--log-level", args.gateway_log_level)  # fmt: skip
         gateway = _started(stack, start_process("gateway", argv, logs, timeout, cwd=config.parent))
         targets["gateway"] = Target("gateway", gateway.url, gateway, emulator)
     return [targets[name] for name in args.targets]
@@ -291,6 +300,7 @@ def _command_line(args: argparse.Namespace) -> list[str]:
         f"--targets={','.join(args.targets)}",
         f"--out={shlex.quote(str(args.out))}",
         f"--emulator-profile={args.emulator_profile}",
+        f"--gateway-log-level={args.gateway_log_level}",
     ]
 
 
@@ -303,6 +313,7 @@ def _settings(args: argparse.Namespace) -> dict[str, object]:
         "wrk_threads": "min(concurrency, 2)",
         "path": CHAT_PATH,
         "emulator": f"--profile {args.emulator_profile} --zero-delay",
+        "gateway_log_level": args.gateway_log_level,
         "body": '{"model": "auto", "messages": [{"role": "user", "content": '
         '"What is the capital of France? #<run token>-<wrk thread>-<counter>"}], "max_tokens": 16}',
         "unique_bodies": True,

@@ -1,0 +1,79 @@
+"""Build a channel's upstream: the single client for ``base_url``, a pool for ``endpoints``."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from functools import partial
+
+from hybrid_gateway.config import ChannelConfig
+from hybrid_gateway.resilience.clock import Clock
+from hybrid_gateway.upstreams.openai_http import OpenAIChannel
+from hybrid_gateway.upstreams.pool.active import ActiveChecks
+from hybrid_gateway.upstreams.pool.endpoint import Endpoint
+from hybrid_gateway.upstreams.pool.health import EndpointHealth
+from hybrid_gateway.upstreams.pool.policies import POLICIES
+from hybrid_gateway.upstreams.pool.pool import EndpointListener, EndpointPool
+from hybrid_gateway.upstreams.pool.settings import endpoint_names
+
+__all__ = ["Upstream", "build_pool", "build_upstream"]
+
+Upstream = OpenAIChannel | EndpointPool
+
+
+def build_upstream(
+    name: str,
+    config: ChannelConfig,
+    *,
+    api_key: str | None,
+    ca_file: str | None,
+    clock: Clock,
+    listeners: Sequence[EndpointListener] = (),
+    rng: random.Random | None = None,
+) -> Upstream:
+    if config.endpoints is None:
+        return OpenAIChannel(name, config, api_key=api_key, ca_file=ca_file)
+    return build_pool(name, config, api_key=api_key, ca_file=ca_file, clock=clock,
+                      listeners=listeners, rng=rng or random.Random())  # fmt: skip
+
+
+def build_pool(
+    name: str,
+    config: ChannelConfig,
+    *,
+    api_key: str | None,
+    ca_file: str | None,
+    clock: Clock,
+    listeners: Sequence[EndpointListener],
+    rng: random.Random,
+) -> EndpointPool:
+    assert config.endpoints is not None
+    health = config.health
+    endpoints: list[Endpoint] = []
+    for i, (spec, label) in enumerate(
+        zip(config.endpoints, endpoint_names(config.endpoints), strict=True)
+    ):
+        slots = spec.max_concurrency or config.max_concurrency
+        own = config.model_copy(update={"base_url": spec.url, "max_concurrency": slots})
+        endpoints.append(Endpoint(
+            index=i, name=label, url=spec.url, weight=spec.weight, max_concurrency=slots,
+            client=OpenAIChannel(name, own, api_key=api_key, ca_file=ca_file),
+            health=EndpointHealth(
+                clock, consecutive_failures=health.consecutive_failures,
+                base_ejection_s=health.base_ejection_s, max_ejection_s=health.max_ejection_s,
+            ),
+        ))  # fmt: skip
+    checks = None
+    if health.active is not None:
+        auth = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        checks = ActiveChecks(endpoints, health.active, clock, headers=auth, ca_file=ca_file)
+    policy = POLICIES[config.balancing.policy](config.balancing, endpoints, rng)
+    pool = EndpointPool(
+        name, config, endpoints, policy, clock, listeners=listeners,
+        session_header=config.balancing.session_header, checks=checks,
+    )  # fmt: skip
+    for endpoint in endpoints:
+        endpoint.health.listen(partial(pool.state_changed, endpoint))
+        for listener in listeners:  # every endpoint's gauges exist from the start
+            listener.endpoint_state(name, endpoint.name, endpoint.health.state.value)
+    return pool

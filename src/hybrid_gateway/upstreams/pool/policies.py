@@ -1,0 +1,179 @@
+"""Balancing policies: which of a channel's available endpoints takes a request, and why.
+
+Each policy is a small object with ``choose(candidates, request) -> Choice``; the candidates
+are the endpoints that may take the request now (healthy, or taking their probe; not already
+failed by this request when another exists), never empty.  ``POLICIES`` maps the config's
+``balancing.policy`` to a factory.  ``prefix_affinity`` lives in ``prefix.py``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from hybrid_gateway.upstreams.pool.endpoint import Endpoint, Request
+from hybrid_gateway.upstreams.pool.settings import BalancingConfig
+
+__all__ = [
+    "POLICIES", "Choice", "LeastOutstanding", "Policy", "RoundRobin", "Session", "least_loaded",
+]  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class Choice:
+    endpoint: Endpoint
+    # ``key=value`` pairs for x-gateway-route ("" when the policy has nothing to add)
+    reason: str = ""
+
+
+class Policy(Protocol):
+    name: str
+
+    def choose(self, candidates: Sequence[Endpoint], request: Request) -> Choice: ...
+
+    def forget(self, endpoint: Endpoint) -> None:
+        """``endpoint`` was ejected: whatever the policy learnt about its cache is stale."""
+        ...
+
+
+def least_loaded(candidates: Sequence[Endpoint], start: int = 0) -> Endpoint:
+    """The candidate with the least in-flight load per weight; ties go to the first from
+    ``start`` on (callers rotate it, so idle endpoints share new work evenly)."""
+    n = len(candidates)
+    best = candidates[start % n]
+    for i in range(1, n):
+        candidate = candidates[(start + i) % n]
+        if candidate.load < best.load:
+            best = candidate
+    return best
+
+
+class RoundRobin:
+    """Smooth weighted round robin (nginx's): over a window of sum(weights) picks, each
+    endpoint gets its weight's share, interleaved rather than in runs."""
+
+    name = "round_robin"
+
+    def __init__(self, endpoints: Sequence[Endpoint]) -> None:
+        self._current = [0.0] * len(endpoints)
+
+    def choose(self, candidates: Sequence[Endpoint], request: Request) -> Choice:
+        current = self._current
+        total = 0.0
+        best = candidates[0]
+        for candidate in candidates:
+            current[candidate.index] += candidate.weight
+            total += candidate.weight
+            if current[candidate.index] > current[best.index]:
+                best = candidate
+        current[best.index] -= total
+        return Choice(best)
+
+    def forget(self, endpoint: Endpoint) -> None:
+        pass
+
+
+class LeastOutstanding:
+    """Power of two choices: two random candidates, the one with less in-flight load per
+    weight (then the lower latency estimate) wins.  Near least-loaded balance without every
+    gateway worker herding onto the same idle endpoint."""
+
+    name = "least_outstanding"
+
+    def __init__(self, rng: random.Random) -> None:
+        self._rng = rng
+
+    def choose(self, candidates: Sequence[Endpoint], request: Request) -> Choice:
+        n = len(candidates)
+        if n == 1:
+            return Choice(candidates[0], f"in_flight={candidates[0].in_flight}")
+        i = self._rng.randrange(n)
+        j = self._rng.randrange(n - 1)
+        a, b = candidates[i], candidates[j + 1 if j >= i else j]
+        best = a if (a.load, a.ewma_s) <= (b.load, b.ewma_s) else b
+        return Choice(best, f"in_flight={best.in_flight}")
+
+    def forget(self, endpoint: Endpoint) -> None:
+        pass
+
+
+_VNODES = 64  # ring points per unit of weight
+
+
+def _stable_hash(text: str) -> int:
+    """The same on every gateway process (Python's str hash is salted per process)."""
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "big")
+
+
+class Session:
+    """Sticky by session key (``user``, or a header the config names): a consistent-hash ring,
+    so when an endpoint leaves, only its own sessions move, each to the next point on the ring.
+    Requests without a key go to ``fallback``."""
+
+    name = "session"
+
+    def __init__(self, endpoints: Sequence[Endpoint], fallback: Policy) -> None:
+        points = sorted(
+            (_stable_hash(f"{endpoint.name}#{v}"), endpoint.index)
+            for endpoint in endpoints
+            for v in range(max(1, round(_VNODES * endpoint.weight)))
+        )
+        self._hashes = [h for h, _ in points]
+        self._owners = [index for _, index in points]
+        self._fallback = fallback
+
+    def choose(self, candidates: Sequence[Endpoint], request: Request) -> Choice:
+        if request.session is None:
+            choice = self._fallback.choose(candidates, request)
+            return Choice(choice.endpoint, "session=none")
+        by_index = {candidate.index: candidate for candidate in candidates}
+        start = bisect.bisect_left(self._hashes, _stable_hash(request.session))
+        n = len(self._hashes)
+        for step in range(n):
+            owner = by_index.get(self._owners[(start + step) % n])
+            if owner is not None:
+                return Choice(owner, "session=moved" if step and self._moved(start, step) else "")
+        return Choice(candidates[0])  # unreachable: every candidate has ring points
+
+    def _moved(self, start: int, step: int) -> bool:
+        """Did the walk pass a point of another endpoint (the session's home is out)?"""
+        n = len(self._hashes)
+        return any(
+            self._owners[(start + k) % n] != self._owners[(start + step) % n] for k in range(step)
+        )
+
+    def forget(self, endpoint: Endpoint) -> None:
+        pass
+
+
+PolicyFactory = Callable[[BalancingConfig, Sequence[Endpoint], random.Random], Policy]
+
+
+def _round_robin(_: BalancingConfig, endpoints: Sequence[Endpoint], __: random.Random) -> Policy:
+    return RoundRobin(endpoints)
+
+
+def _least(_: BalancingConfig, __: Sequence[Endpoint], rng: random.Random) -> Policy:
+    return LeastOutstanding(rng)
+
+
+def _session(_: BalancingConfig, endpoints: Sequence[Endpoint], rng: random.Random) -> Policy:
+    return Session(endpoints, LeastOutstanding(rng))
+
+
+def _prefix(config: BalancingConfig, endpoints: Sequence[Endpoint], _: random.Random) -> Policy:
+    from hybrid_gateway.upstreams.pool.prefix import PrefixAffinity
+
+    return PrefixAffinity(config, len(endpoints))
+
+
+POLICIES: dict[str, PolicyFactory] = {
+    "round_robin": _round_robin,
+    "least_outstanding": _least,
+    "prefix_affinity": _prefix,
+    "session": _session,
+}

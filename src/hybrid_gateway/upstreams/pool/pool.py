@@ -1,0 +1,259 @@
+"""A channel served by several endpoints: the same upstream protocol as one client.
+
+``EndpointPool`` holds one client per endpoint (``OpenAIChannel``: its own keep-alive pool,
+``max_concurrency`` slots, profile), and for each request asks its policy which available
+endpoint takes it.  Available: healthy, or due its one probe after an ejection (``health.py``);
+an endpoint this request already failed on is skipped while another is available (the failed
+endpoints travel with the request, ``context.py``), and one with a free slot is preferred.
+
+A connection that could not be opened sent nothing, so the pool tries the next endpoint at
+once; any other failure goes back to the dispatcher, whose retry (policy, budget) lands on
+another endpoint.  With every endpoint ejected the pool raises the single client's connection
+error (``upstream_connection_error``), so the channel's breaker and the lane's backup take over
+as they do for a single endpoint.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from hybrid_gateway.config import ChannelConfig
+from hybrid_gateway.errors import GatewayError, Overloaded, RequestError, UpstreamUnavailable
+from hybrid_gateway.resilience.clock import Clock
+from hybrid_gateway.types import EndpointChoice
+from hybrid_gateway.upstreams.http1 import ConnectFailed
+from hybrid_gateway.upstreams.pool.active import ActiveChecks
+from hybrid_gateway.upstreams.pool.context import current_attempts
+from hybrid_gateway.upstreams.pool.endpoint import Endpoint, Request
+from hybrid_gateway.upstreams.pool.health import HealthState
+from hybrid_gateway.upstreams.pool.policies import Policy
+
+__all__ = ["EndpointListener", "EndpointPool", "EndpointStatus"]
+
+
+class EndpointListener(Protocol):
+    def endpoint_state(self, channel: str, endpoint: str, state: str) -> None: ...
+
+    def endpoint_load(self, channel: str, endpoint: str, in_flight: int) -> None: ...
+
+    def endpoint_result(self, channel: str, endpoint: str, outcome: str) -> None: ...
+
+
+class _Health(enum.Enum):
+    SUCCESS = "success"
+    FAILURE = "failure"
+    NEUTRAL = "neutral"
+
+
+def _health_outcome(exc: GatewayError) -> _Health:
+    if isinstance(exc, RequestError):  # the server answered: it is up
+        return _Health.SUCCESS
+    if isinstance(exc, Overloaded):  # its 429, or the endpoint's own slots full: busy, not down
+        return _Health.NEUTRAL
+    return _Health.FAILURE  # connection errors, 5xx, timeouts, bad or broken answers
+
+
+def _sent_nothing(exc: GatewayError) -> bool:
+    """The connection was never opened (refused, unreachable): safe to send elsewhere now."""
+    return isinstance(exc.__context__, ConnectFailed)
+
+
+@dataclass(frozen=True, slots=True)
+class EndpointStatus:
+    """One endpoint as /healthz shows it."""
+
+    name: str
+    url: str
+    state: str
+    in_flight: int
+    latency_ms: float
+    requests: int
+    ejections: int
+    probe_in_s: float
+
+
+def _status(e: Endpoint) -> EndpointStatus:
+    return EndpointStatus(
+        e.name, e.url, e.health.state.value, e.in_flight, round(e.ewma_s * 1000, 1),
+        e.requests, e.health.ejections_total, round(e.health.retry_in_s(), 3),
+    )  # fmt: skip
+
+
+class EndpointPool:
+    def __init__(
+        self,
+        name: str,
+        config: ChannelConfig,
+        endpoints: Sequence[Endpoint],
+        policy: Policy,
+        clock: Clock,
+        *,
+        listeners: Sequence[EndpointListener] = (),
+        session_header: str | None = None,
+        checks: ActiveChecks | None = None,
+    ) -> None:
+        self.name, self.config = name, config
+        self.endpoints = tuple(endpoints)
+        self.policy = policy
+        self._clock = clock
+        self._listeners = tuple(listeners)
+        self._session_header = session_header
+        self._checks = checks
+
+    async def aclose(self) -> None:
+        if self._checks is not None:
+            await self._checks.aclose()
+        for endpoint in self.endpoints:
+            await endpoint.client.aclose()
+
+    @property
+    def idle_connections(self) -> int:
+        return sum(e.client.idle_connections for e in self.endpoints)
+
+    def status(self) -> list[EndpointStatus]:
+        return [_status(e) for e in self.endpoints]
+
+    def state_changed(self, endpoint: Endpoint, state: HealthState) -> None:
+        """The health listener of each endpoint (``build.py`` wires it)."""
+        if state is HealthState.EJECTED:
+            self.policy.forget(endpoint)
+        for listener in self._listeners:
+            listener.endpoint_state(self.name, endpoint.name, state.value)
+
+    # -- the upstream protocol -------------------------------------------------------------
+    async def complete(self, body: Mapping[str, Any]) -> tuple[bytes, dict[str, Any]]:
+        request, failed = self._request(body)
+        while True:
+            endpoint, probe = self.pick(request, failed)
+            started = self._clock.now()
+            self._enter(endpoint)
+            try:
+                result = await endpoint.client.complete(body)
+            except GatewayError as exc:
+                self._settle(endpoint, _health_outcome(exc), probe, failed)
+                if _sent_nothing(exc) and self._others_available(failed):
+                    continue
+                raise
+            except BaseException:
+                self._settle(endpoint, _Health.NEUTRAL, probe, failed)
+                raise
+            finally:
+                self._leave(endpoint)
+            endpoint.observe_latency(self._clock.now() - started)
+            self._settle(endpoint, _Health.SUCCESS, probe, failed)
+            return result
+
+    @asynccontextmanager
+    async def open_stream(self, body: Mapping[str, Any]) -> AsyncIterator[AsyncIterator[bytes]]:
+        request, failed = self._request(body)
+        while True:
+            endpoint, probe = self.pick(request, failed)
+            started = self._clock.now()
+            self._enter(endpoint)
+            stack = AsyncExitStack()
+            stack.callback(self._leave, endpoint)
+            try:
+                payloads = await stack.enter_async_context(endpoint.client.open_stream(body))
+            except GatewayError as exc:
+                await stack.aclose()
+                self._settle(endpoint, _health_outcome(exc), probe, failed)
+                if _sent_nothing(exc) and self._others_available(failed):
+                    continue
+                raise
+            except BaseException:
+                await stack.aclose()
+                self._settle(endpoint, _Health.NEUTRAL, probe, failed)
+                raise
+            endpoint.observe_latency(self._clock.now() - started)
+            self._settle(endpoint, _Health.SUCCESS, probe, failed)  # it answered 200
+            break
+        async with stack:
+            yield _Watched(payloads, self, endpoint)
+
+    # -- internals -------------------------------------------------------------------------
+    def _request(self, body: Mapping[str, Any]) -> tuple[Request, set[str]]:
+        if self._checks is not None:
+            self._checks.start()
+        attempts = current_attempts()
+        session = body.get("user")
+        if self._session_header is not None and attempts is not None:
+            session = attempts.header(self._session_header) or session
+        request = Request(body, session if isinstance(session, str) and session else None)
+        return request, attempts.failed_on(self.name) if attempts is not None else set()
+
+    def pick(self, request: Request, failed: set[str]) -> tuple[Endpoint, bool]:
+        """The endpoint that takes this attempt now (noted on the request), and whether it is
+        that endpoint's probe."""
+        available = [e for e in self.endpoints if e.health.available()]
+        if not available:
+            wait = min(e.health.retry_in_s() for e in self.endpoints)
+            raise UpstreamUnavailable(
+                f"channel {self.name} could not be reached: all {len(self.endpoints)} endpoints "
+                f"are ejected (next probe in {wait:.1f} s)",
+                channel=self.name,
+                code="upstream_connection_error",
+            )
+        fresh = [e for e in available if e.name not in failed] if failed else available
+        candidates = fresh or available
+        with_slot = [e for e in candidates if e.has_slot]
+        choice = self.policy.choose(with_slot or candidates, request)
+        endpoint = choice.endpoint
+        attempts = current_attempts()
+        if attempts is not None:
+            attempts.note(EndpointChoice(self.name, endpoint.name, self.policy.name, choice.reason))
+        return endpoint, endpoint.health.admit()
+
+    def _others_available(self, failed: set[str]) -> bool:
+        return any(e.name not in failed and e.health.available() for e in self.endpoints)
+
+    def _enter(self, endpoint: Endpoint) -> None:
+        endpoint.in_flight += 1
+        endpoint.requests += 1
+        for listener in self._listeners:
+            listener.endpoint_load(self.name, endpoint.name, endpoint.in_flight)
+
+    def _leave(self, endpoint: Endpoint) -> None:
+        endpoint.in_flight -= 1
+        for listener in self._listeners:
+            listener.endpoint_load(self.name, endpoint.name, endpoint.in_flight)
+
+    def _settle(self, endpoint: Endpoint, outcome: _Health, probe: bool, failed: set[str]) -> None:
+        health = endpoint.health
+        if outcome is _Health.SUCCESS:
+            health.success(probe)
+        elif outcome is _Health.FAILURE:
+            failed.add(endpoint.name)
+            health.failure(probe)
+        else:
+            health.settle_neutral(probe)
+        for listener in self._listeners:
+            listener.endpoint_result(self.name, endpoint.name, outcome.value)
+
+    def stream_broke(self, endpoint: Endpoint) -> None:
+        """A stream this endpoint was answering broke or stalled mid-way."""
+        endpoint.health.failure()
+        for listener in self._listeners:
+            listener.endpoint_result(self.name, endpoint.name, _Health.FAILURE.value)
+
+
+class _Watched:
+    """A stream's payloads; a break or stall mid-stream counts against its endpoint."""
+
+    __slots__ = ("_endpoint", "_payloads", "_pool")
+
+    def __init__(self, payloads: AsyncIterator[bytes], pool: EndpointPool, endpoint: Endpoint):
+        self._payloads, self._pool, self._endpoint = payloads, pool, endpoint
+
+    def __aiter__(self) -> _Watched:
+        return self
+
+    async def __anext__(self) -> bytes:
+        try:
+            return await anext(self._payloads)
+        except GatewayError:
+            self._pool.stream_broke(self._endpoint)
+            raise

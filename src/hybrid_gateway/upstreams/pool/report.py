@@ -1,0 +1,30 @@
+"""What /healthz shows of the channels with endpoints: each endpoint's state, and problems."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict
+
+from hybrid_gateway.upstreams.pool.pool import EndpointPool
+
+__all__ = ["endpoint_report"]
+
+
+def endpoint_report(
+    channels: Mapping[str, object],
+) -> tuple[dict[str, list[dict[str, object]]], list[dict[str, object]]]:
+    """Per pooled channel, its endpoints (state, in flight, latency, ejections); and a problem
+    for each endpoint not healthy (``endpoint_ejected`` / ``endpoint_probing``)."""
+    pools: dict[str, list[dict[str, object]]] = {}
+    problems: list[dict[str, object]] = []
+    for name in sorted(channels):
+        upstream = channels[name]
+        if not isinstance(upstream, EndpointPool):
+            continue
+        pools[name] = [asdict(status) for status in upstream.status()]
+        problems.extend(
+            {"channel": name, "endpoint": status.name, "problem": f"endpoint_{status.state}"}
+            for status in upstream.status()
+            if status.state != "healthy"
+        )
+    return pools, problems
