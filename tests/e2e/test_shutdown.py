@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import re
 import signal
 import socket
 import sqlite3
@@ -144,7 +145,9 @@ def test_sigterm_drains_within_grace_and_logs_every_request(
             assert answer.status == (200 if answer.lane == "trickle" else 503)
     stderr = process.stderr_path.read_text()
     assert "Traceback" not in stderr and "cannot schedule new futures" not in stderr
-    assert "msg=drained in_flight=10 cancelled=7 unfinished=0" in stderr
+    drained = re.search(r"msg=drained in_flight=(\d+) cancelled=(\d+) unfinished=(\d+)", stderr)
+    assert drained is not None  # the finishers may be done before the signal: 7 to 10 in flight
+    assert 7 <= int(drained[1]) <= 10 and (drained[2], drained[3]) == ("7", "0")
 
 
 def test_a_hang_up_before_the_stream_headers_is_logged_499(

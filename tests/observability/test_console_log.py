@@ -16,6 +16,7 @@ from hybrid_gateway.observability.logs import (
     bind_request_id,
     configure_logging,
     request_level,
+    request_pairs,
     unbind_request_id,
 )
 from hybrid_gateway.resilience.breaker import BreakerState
@@ -27,11 +28,18 @@ def root_logging() -> Iterator[None]:
     """configure_logging changes the root logger: put it back afterwards."""
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
+    knobs = {name: getattr(logging, name) for name in _KNOBS}
     try:
         yield
     finally:
         root.handlers[:] = handlers
         root.setLevel(level)
+        for name, value in knobs.items():
+            setattr(logging, name, value)
+        logging.captureWarnings(False)
+
+
+_KNOBS = ("_srcfile", "logThreads", "logProcesses", "logMultiprocessing")
 
 
 def served(**changes: object) -> RequestRecord:
@@ -68,6 +76,10 @@ def test_a_json_request_line_has_every_field(root_logging: None) -> None:
     assert fields["status"] == 200 and fields["latency_ms"] == 12.35
     assert fields["cost_usd"] == 0.0000011 and fields["retries"] == 1
     assert fields["fallback"] is None and fields["cache"] == "miss"
+
+
+def test_the_request_fields_come_in_their_declared_order() -> None:
+    assert [name for name, _ in request_pairs(served())] == list(REQUEST_FIELDS)
 
 
 def test_a_logfmt_line_quotes_what_needs_it_and_stays_one_line(root_logging: None) -> None:

@@ -21,9 +21,9 @@ record only when a handler formats it, so a level that drops it formats nothing.
 from __future__ import annotations
 
 import logging
+import re
 import sys
 import time
-from collections.abc import Callable, Iterator
 from contextvars import ContextVar, Token
 from typing import IO, Literal
 
@@ -40,6 +40,7 @@ __all__ = [
     "bind_request_id",
     "configure_logging",
     "request_level",
+    "request_pairs",
     "unbind_request_id",
 ]
 
@@ -60,39 +61,32 @@ def unbind_request_id(token: Token[str | None]) -> None:
 
 
 # -- the request line ---------------------------------------------------------------------------
-def _route(attr: str) -> Callable[[RequestRecord], object]:
-    return lambda r: getattr(r.route, attr) if r.route is not None else None
+# The request line's fields after ts, level, logger, msg and request_id, in line order.  Never
+# the prompt, the answer or a key.
+REQUEST_FIELDS = (
+    "tenant", "app", "model", "stream", "lane", "channel", "rule", "cache", "status", "error",
+    "latency_ms", "ttft_ms", "upstream_ms", "prompt_tokens", "completion_tokens", "cost_usd",
+    "retries", "fallback",
+)  # fmt: skip
 
 
-def _usage(attr: str) -> Callable[[RequestRecord], object]:
-    return lambda r: getattr(r.usage, attr) if r.usage is not None else None
+def request_pairs(r: RequestRecord) -> list[tuple[str, object]]:
+    """``REQUEST_FIELDS`` read off the record (one call: this runs once per request)."""
+    route, usage = r.route, r.usage
+    return [
+        ("tenant", r.tenant), ("app", r.app), ("model", r.model), ("stream", r.stream),
+        ("lane", route.lane if route else None), ("channel", route.channel if route else None),
+        ("rule", route.rule if route else None), ("cache", r.cache.value),
+        ("status", r.status), ("error", r.error_code), ("latency_ms", _ms(r.latency_ms)),
+        ("ttft_ms", _ms(r.ttft_ms)), ("upstream_ms", _ms(r.upstream_ms)),
+        ("prompt_tokens", usage.prompt_tokens if usage else None),
+        ("completion_tokens", usage.completion_tokens if usage else None),
+        ("cost_usd", round(r.cost_usd, 10)), ("retries", r.retries), ("fallback", r.fallback),
+    ]  # fmt: skip
 
 
 def _ms(value: float | None) -> float | None:
     return None if value is None else round(value, 2)
-
-
-# name -> how to read it off the record, in line order.  Never the prompt, the answer or a key.
-REQUEST_FIELDS: dict[str, Callable[[RequestRecord], object]] = {
-    "tenant": lambda r: r.tenant,
-    "app": lambda r: r.app,
-    "model": lambda r: r.model,
-    "stream": lambda r: r.stream,
-    "lane": _route("lane"),
-    "channel": _route("channel"),
-    "rule": _route("rule"),
-    "cache": lambda r: r.cache.value,
-    "status": lambda r: r.status,
-    "error": lambda r: r.error_code,
-    "latency_ms": lambda r: _ms(r.latency_ms),
-    "ttft_ms": lambda r: _ms(r.ttft_ms),
-    "upstream_ms": lambda r: _ms(r.upstream_ms),
-    "prompt_tokens": _usage("prompt_tokens"),
-    "completion_tokens": _usage("completion_tokens"),
-    "cost_usd": lambda r: round(r.cost_usd, 10),
-    "retries": lambda r: r.retries,
-    "fallback": lambda r: r.fallback,
-}
 
 
 def request_level(record: RequestRecord) -> int:
@@ -122,27 +116,30 @@ class RequestLines:
 
 
 # -- formatting ---------------------------------------------------------------------------------
-def _pairs(record: logging.LogRecord) -> Iterator[tuple[str, object]]:
-    yield "ts", _timestamp(record.created)
-    yield "level", record.levelname
-    yield "logger", record.name
-    yield "msg", record.getMessage()
-    request_id = getattr(record, "request_id", None)
-    if request_id is not None:
-        yield "request_id", request_id
-    request = getattr(record, "request", None)
+def _pairs(record: logging.LogRecord) -> list[tuple[str, object]]:
+    fields = record.__dict__
+    pairs: list[tuple[str, object]] = [
+        ("ts", _timestamp(record.created)), ("level", record.levelname),
+        ("logger", record.name), ("msg", record.getMessage()),
+    ]  # fmt: skip
+    request_id = fields.get("request_id")
+    request = fields.get("request")
     if isinstance(request, RequestRecord):
-        if request_id is None:
-            yield "request_id", request.request_id
-        for name, read in REQUEST_FIELDS.items():
-            yield name, read(request)
-    fields = getattr(record, "fields", None)
-    if isinstance(fields, dict):
-        yield from fields.items()
+        pairs.append(("request_id", request_id or request.request_id))
+        pairs += request_pairs(request)
+    elif request_id is not None:
+        pairs.append(("request_id", request_id))
+    extra = fields.get("fields")
+    if isinstance(extra, dict):
+        pairs += extra.items()
     if record.exc_info and record.exc_info[0] is not None:
-        yield "exc", logging.Formatter().formatException(record.exc_info)
+        pairs.append(("exc", _EXC_FORMATTER.formatException(record.exc_info)))
     elif record.exc_text:
-        yield "exc", record.exc_text
+        pairs.append(("exc", record.exc_text))
+    return pairs
+
+
+_EXC_FORMATTER = logging.Formatter()
 
 
 def _timestamp(created: float) -> str:
@@ -162,19 +159,28 @@ class LogfmtFormatter(logging.Formatter):
     one line.  ``None`` is an empty value."""
 
     def format(self, record: logging.LogRecord) -> str:
-        return " ".join(f"{key}={_logfmt_value(value)}" for key, value in _pairs(record))
+        return " ".join([f"{key}={_logfmt_value(value)}" for key, value in _pairs(record)])
 
 
 def _logfmt_value(value: object) -> str:
-    if value is None:
+    kind = type(value)  # exact types first: this runs some 25 times per line
+    if kind is str:
+        text = str(value)
+    elif kind is int or kind is float:
+        return str(value)
+    elif value is None:
         return ""
-    if value is True or value is False:
+    elif kind is bool:
         return "true" if value else "false"
-    text = value if isinstance(value, str) else str(value)
-    if text and not any(c in text for c in ' ="\\\n\r\t'):
+    else:
+        text = str(value)
+    if text and _UNSAFE.search(text) is None:
         return text
     escaped = text.replace("\\", "\\\\").replace('"', '\\"')
     return '"' + escaped.replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t") + '"'
+
+
+_UNSAFE = re.compile(r'[\s="\\]')
 
 
 FORMATTERS: dict[str, type[logging.Formatter]] = {
@@ -201,7 +207,8 @@ def configure_logging(fmt: LogFormat, level: str, stream: IO[str] | None = None)
     """One handler on the root logger, writing ``fmt`` lines at ``level`` and above to stderr.
 
     Also switches off what no line shows (the caller's file and line, thread and process
-    names): ``logging``'s documented knobs for cheaper records.
+    names): ``logging``'s documented knobs for cheaper records (about 2 us of the 18 us a
+    request line costs).
     """
     root = logging.getLogger()
     for handler in [h for h in root.handlers if isinstance(h, _GatewayHandler)]:
@@ -211,6 +218,7 @@ def configure_logging(fmt: LogFormat, level: str, stream: IO[str] | None = None)
     handler.addFilter(_RequestIdFilter())
     root.addHandler(handler)
     root.setLevel(level)
+    logging.captureWarnings(True)  # Python's warnings too, as lines of the same format
     logging._srcfile = None  # no sys._getframe per record
     logging.logThreads = False
     logging.logProcesses = False
