@@ -3,6 +3,7 @@ answers 200); ``/readyz`` is 503 while starting and draining, 200 in between."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from typing import Any
@@ -73,19 +74,26 @@ async def health(client: Client) -> dict[str, Any]:
 
 
 async def test_an_open_breaker_makes_health_degraded_and_names_the_channel(
-    upstream: str,
+    upstream: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     breaker = {"min_requests": 2, "error_rate": 0.5, "open_s": 30}
     client = await gateway(config(upstream, breaker))
     try:
         assert (await health(client))["status"] == "ok"
-        assert [await ask(client, "heavy") for _ in range(3)] == [502, 502, 503]
+        with caplog.at_level(logging.INFO, logger="hybrid_gateway.request"):
+            assert [await ask(client, "heavy") for _ in range(3)] == [502, 502, 503]
         body = await health(client)
         assert body["status"] == "degraded"
         assert {"channel": "dead", "problem": "breaker_open"} in body["problems"]
         assert all(p["channel"] == "dead" for p in body["problems"])
     finally:
         await client.close()
+    # the transition is a WARNING of its own; each request an ERROR line (5xx)
+    events = [(r.levelname, r.getMessage()) for r in caplog.records]
+    assert events == [("ERROR", "request"), ("WARNING", "breaker"), ("ERROR", "request"),
+                      ("ERROR", "request")]  # fmt: skip
+    transition = next(r for r in caplog.records if r.getMessage() == "breaker")
+    assert transition.__dict__["fields"] == {"channel": "dead", "old": "closed", "new": "open"}
 
 
 async def test_a_channel_failing_its_last_n_requests_is_named_until_it_answers(
