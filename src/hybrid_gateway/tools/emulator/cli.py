@@ -29,6 +29,8 @@ _ENGINE_FLAGS = {
     "per_seq_step_ms": float,
     "per_kilotoken_step_ms": float,
     "kv_budget_tokens": int,
+    "prefix_cache_tokens": int,
+    "prefix_block_tokens": int,
 }
 _FAULT_FLAGS = {
     "error_rate": float,

@@ -23,11 +23,12 @@ import asyncio
 import contextlib
 from collections import deque
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from types import TracebackType
 
 from hybrid_gateway.resilience.clock import Clock
 
+from .prefix_cache import PrefixCache, prompt_blocks
 from .settings import EngineSettings
 
 # If the event loop falls this far behind the virtual schedule, resynchronise instead of running
@@ -51,6 +52,9 @@ class Sequence:
     finished_at: float | None = None
     generated: int = 0
     cancelled: bool = False
+    # the prompt's block hashes (prefix_cache.py) and the prompt tokens found cached at admission
+    prefix: tuple[int, ...] = ()
+    cached_tokens: int = 0
     _progress: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
 
     @property
@@ -119,6 +123,12 @@ class EngineStats:
     kv_tokens_budget: int
     steps: int
     generated_tokens: int
+    # automatic prefix caching (prefix_cache.py; zeros while it is off)
+    prefix_lookups: int = 0
+    prefix_hits: int = 0
+    prefix_hit_tokens: int = 0
+    prefix_lookup_tokens: int = 0
+    prefix_cached_blocks: int = 0
 
 
 class BatchScheduler:
@@ -126,6 +136,11 @@ class BatchScheduler:
 
     def __init__(self, settings: EngineSettings) -> None:
         self._settings = settings
+        self._cache = (
+            PrefixCache(settings.prefix_cache_tokens, settings.prefix_block_tokens)
+            if settings.prefix_cache_tokens > 0
+            else None
+        )
         self.running: list[Sequence] = []
         self.waiting: deque[Sequence] = deque()
         self.kv_used = 0
@@ -180,6 +195,8 @@ class BatchScheduler:
                 break  # the head waits for memory; nobody overtakes it
             self.waiting.popleft()
             head.admitted_at = now
+            if self._cache is not None and head.prefix:
+                head.cached_tokens = self._cache.admit(head.prefix, head.prompt_tokens)
             self.kv_used += head.kv_tokens
             self.running.append(head)
             admitted.append(head)
@@ -189,7 +206,7 @@ class BatchScheduler:
         """How long the coming step takes, including the prefill of ``admitted``."""
         s = self._settings
         context = sum(seq.prompt_tokens + seq.generated for seq in self.running)
-        prefill = sum(seq.prompt_tokens for seq in admitted)
+        prefill = sum(seq.prompt_tokens - seq.cached_tokens for seq in admitted)
         step_ms = (
             s.decode_step_ms
             + s.per_seq_step_ms * len(self.running)
@@ -217,7 +234,14 @@ class BatchScheduler:
         self.running = still_running
         return finished
 
+    def prefix_of(self, text: str) -> tuple[int, ...]:
+        """The prompt's block hashes when prefix caching is on (else nothing to look up)."""
+        if self._cache is None:
+            return ()
+        return prompt_blocks(text, self._cache.block_tokens)
+
     def stats(self) -> EngineStats:
+        prefix = asdict(self._cache.stats()) if self._cache is not None else {}
         return EngineStats(
             running=len(self.running),
             waiting=len(self.waiting),
@@ -225,6 +249,7 @@ class BatchScheduler:
             kv_tokens_budget=self._settings.kv_budget_tokens,
             steps=self.steps,
             generated_tokens=self.generated_tokens,
+            **prefix,
         )
 
 
@@ -251,13 +276,19 @@ class Engine:
         self._wake.set()
         return seq
 
-    def submit_group(self, prompt_tokens: int, outputs: list[int]) -> SequenceGroup:
-        """Queue one request's ``len(outputs)`` choices; the first carries the prompt."""
+    def submit_group(
+        self, prompt_tokens: int, outputs: list[int], prompt_text: str = ""
+    ) -> SequenceGroup:
+        """Queue one request's ``len(outputs)`` choices; the first carries the prompt (and,
+        with prefix caching on, ``prompt_text``'s blocks)."""
         if not outputs or min(outputs) < 1:
             raise ValueError("every choice needs output_tokens >= 1")
         now, event = self._clock.now(), asyncio.Event()
+        prefix = self._scheduler.prefix_of(prompt_text) if prompt_text else ()
         seqs = [
-            Sequence(prompt_tokens if i == 0 else 0, out, submitted_at=now, _progress=event)
+            Sequence(prompt_tokens, out, submitted_at=now, prefix=prefix, _progress=event)
+            if i == 0
+            else Sequence(0, out, submitted_at=now, _progress=event)
             for i, out in enumerate(outputs)
         ]
         self._scheduler.enqueue_group(seqs)

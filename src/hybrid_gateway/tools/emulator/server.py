@@ -145,7 +145,7 @@ class EmulatorService:
             return await self._respond(request, call, reply, fault, None)
         outputs = [choice.tokens for choice in reply.choices]
         try:
-            group = self._engine.submit_group(reply.prompt_tokens, outputs)
+            group = self._engine.submit_group(reply.prompt_tokens, outputs, call.prompt.text)
         except ContextTooLongError as exc:
             return self._error(400, str(exc), "messages", "context_length_exceeded")
         try:

@@ -26,6 +26,10 @@ class EngineSettings:
     per_seq_step_ms: float = 0.05
     per_kilotoken_step_ms: float = 0.5
     kv_budget_tokens: int = 65536
+    # Automatic prefix caching (prefix_cache.py): an LRU of prompt blocks holding this many
+    # tokens (0: off, every prompt prefilled in full) in blocks of prefix_block_tokens.
+    prefix_cache_tokens: int = 0
+    prefix_block_tokens: int = 16
 
     def __post_init__(self) -> None:
         _check(self.max_num_seqs >= 1, "max_num_seqs must be >= 1")
@@ -34,6 +38,8 @@ class EngineSettings:
         _check(self.per_seq_step_ms >= 0, "per_seq_step_ms must be >= 0")
         _check(self.per_kilotoken_step_ms >= 0, "per_kilotoken_step_ms must be >= 0")
         _check(self.kv_budget_tokens >= 1, "kv_budget_tokens must be >= 1")
+        _check(self.prefix_cache_tokens >= 0, "prefix_cache_tokens must be >= 0")
+        _check(self.prefix_block_tokens >= 1, "prefix_block_tokens must be >= 1")
 
 
 @dataclass(frozen=True, slots=True)
