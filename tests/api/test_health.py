@@ -3,17 +3,21 @@ answers 200); ``/readyz`` is 503 while starting and draining, 200 in between."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from typing import Any
 
+import numpy as np
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from hybrid_gateway.api.app import create_app
+from hybrid_gateway.api.health import Lifecycle, Phase
 from hybrid_gateway.api.routes import RUNTIME
 from hybrid_gateway.config import parse_config
+from hybrid_gateway.embedding.base import Vector
 from hybrid_gateway.tools.emulator import LIGHT, create_emulator_app
 from tests.e2e.stack import closed_port
 
@@ -136,3 +140,33 @@ async def readyz(client: Client) -> tuple[int, str]:
         return 200, body["status"]
     assert body["error"]["request_id"] == answer.headers["x-request-id"]
     return answer.status, body["error"]["code"]
+
+
+class _HeldEmbedder:
+    """An embedder whose first answer waits until the test lets it go."""
+
+    def __init__(self) -> None:
+        self.release = asyncio.Event()
+
+    @property
+    def namespace(self) -> str:
+        return "held@1"
+
+    async def embed_one(self, text: str) -> Vector:
+        await self.release.wait()
+        return np.full(4, 0.5, dtype=np.float32)
+
+
+async def test_ready_once_the_embedder_has_answered() -> None:
+    lifecycle, embedder = Lifecycle(), _HeldEmbedder()
+    lifecycle.begin(embedder)
+    await asyncio.sleep(0)
+    phases = [lifecycle.phase]
+    embedder.release.set()
+    for _ in range(10):
+        await asyncio.sleep(0)
+    phases.append(lifecycle.phase)
+    assert phases == [Phase.STARTING, Phase.READY]
+    without = Lifecycle()
+    without.begin(None)  # no embedder: ready at once
+    assert without.phase is Phase.READY

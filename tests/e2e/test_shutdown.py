@@ -111,9 +111,11 @@ def test_sigterm_drains_within_grace_and_logs_every_request(
     address = urlsplit(process.url)
     host, port = str(address.hostname), int(address.port or 80)
     kept = http.client.HTTPConnection(host, port, timeout=10)  # open before the SIGTERM
-    assert readyz(kept) == 200
-    # the first request loads the embedder (seconds on a busy machine): not part of the backlog
-    assert post(process.url, "finisher", "warm the embedder up").status == 200
+    # 503 until the embedder has answered once (the bundled model loads on first use)
+    deadline = time.monotonic() + 30
+    while readyz(kept) != 200:
+        assert time.monotonic() < deadline, "never ready"
+        time.sleep(0.1)
     plan = [("stalled", False)] * 4 + [("finisher", False)] * 3 + [("trickle", True)] * 3
     with ThreadPoolExecutor(len(plan)) as pool:
         futures = [

@@ -3,14 +3,16 @@
 ``/healthz`` always answers 200 while the process runs; its ``status`` is ``degraded`` when a
 shared store is down, a channel's circuit breaker is not closed, or a channel failed each of
 its last ``server.health.failed_requests`` requests (``ChannelHealth``), and ``problems`` names
-each one.  ``/readyz`` answers 200 only between start-up and the drain that a SIGTERM begins
-(``Lifecycle``), 503 before and during it (the OpenAI error object, ``code`` ``starting`` or
-``draining``).
+each one.  ``/readyz`` answers 200 only between start-up (listening, and the embedder warm,
+if there is one) and the drain that a SIGTERM begins (``Lifecycle``), 503 before and during
+it (the OpenAI error object, ``code`` ``starting`` or ``draining``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import enum
+import logging
 import time
 from collections.abc import Callable, Mapping
 
@@ -19,6 +21,7 @@ from aiohttp import web
 
 from hybrid_gateway import __version__
 from hybrid_gateway.api.error_mapping import error_payload
+from hybrid_gateway.embedding.base import AsyncEmbedder
 from hybrid_gateway.resilience.breaker import BreakerState, CircuitBreaker
 from hybrid_gateway.types import CacheOutcome, RequestRecord
 
@@ -28,6 +31,7 @@ __all__ = [
 
 
 _HITS = (CacheOutcome.EXACT, CacheOutcome.SEMANTIC)
+_log = logging.getLogger("hybrid_gateway.serve")
 
 
 class Phase(enum.StrEnum):
@@ -37,12 +41,14 @@ class Phase(enum.StrEnum):
 
 
 class Lifecycle:
-    """Where the process stands: starting until it listens, ready, draining after SIGTERM."""
+    """Where the process stands: starting until it listens and its embedder has answered once,
+    ready, draining after SIGTERM."""
 
-    __slots__ = ("phase",)
+    __slots__ = ("_warming", "phase")
 
     def __init__(self) -> None:
         self.phase = Phase.STARTING
+        self._warming: asyncio.Task[None] | None = None
 
     def ready(self) -> None:
         if self.phase is Phase.STARTING:
@@ -50,6 +56,24 @@ class Lifecycle:
 
     def drain(self) -> None:
         self.phase = Phase.DRAINING
+
+    def begin(self, embedder: AsyncEmbedder | None) -> None:
+        """Listening: ready at once, or once ``embedder`` embedded a first text (the bundled
+        model loads on first use, seconds on a busy machine); requests are served meanwhile."""
+        if embedder is None:
+            _log.info("ready")
+            self.ready()
+        else:
+            self._warming = asyncio.get_running_loop().create_task(self._warm_up(embedder))
+
+    async def _warm_up(self, embedder: AsyncEmbedder) -> None:
+        started = time.monotonic()
+        try:
+            await embedder.embed_one("readiness check")
+        except Exception:  # the semantic stage and the router fall back on their own
+            _log.warning("the embedder failed its first embedding; ready anyway", exc_info=True)
+        _log.info("ready", extra={"fields": {"warm_up_s": round(time.monotonic() - started, 3)}})
+        self.ready()
 
 
 class ChannelHealth:

@@ -91,7 +91,8 @@ def _serve(config: GatewayConfig, args: argparse.Namespace, host: str, port: int
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=drain_reserve_s(args.grace_s))
 
     def started() -> None:
-        app[RUNTIME].lifecycle.ready()  # /readyz: 200 from now on
+        runtime = app[RUNTIME]
+        runtime.lifecycle.begin(runtime.embedder)  # /readyz: 200 once the embedder is warm
         reload_on_sighup(app)  # api/reload.py: routing rules and thresholds
         _tune_gc()
 
