@@ -4,6 +4,7 @@
     bench run        a workload replayed through strategies, scored for quality and cost
     bench soak       sustained mixed traffic, sampled for leaks (RSS, fds, tasks, sockets)
     bench degrade    faults and overload under load: backup, lane isolation, 2x capacity
+    bench replicas   one lane on N emulator replicas: balancing policies, a replica killed
     bench scale-out  1 vs 2 worker processes, and the per-request cost of the Redis stores
     bench semantic   semantic cache lookup latency at 10k/100k/1M entries, embedding batching
     bench semantic-pg  semantic lookup cost: PostgreSQL + pgvector vs the in-process index
@@ -32,6 +33,10 @@ BENCHES: dict[str, tuple[str, str]] = {
     "degrade": (
         "hybrid_gateway.tools.bench.degrade",
         "faults and overload under load: 20 percent errors + backup, lane isolation, 2x capacity",
+    ),
+    "replicas": (
+        "hybrid_gateway.tools.bench.replicas",
+        "one lane on N emulator replicas: balancing policies, prefix-cache hits, a replica killed",
     ),
     "routing": (
         "hybrid_gateway.routing.bench",

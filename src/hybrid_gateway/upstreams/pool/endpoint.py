@@ -31,33 +31,56 @@ class EndpointClient(Protocol):
 EWMA_ALPHA = 0.2
 
 
-@dataclass(slots=True, eq=False)
 class Endpoint:
-    index: int
-    name: str
-    url: str
-    weight: float
-    max_concurrency: int
-    client: EndpointClient
-    health: EndpointHealth
-    in_flight: int = 0
-    # Seconds to the answer (non-streamed) or to the stream's head, smoothed; 0: no sample.
-    ewma_s: float = 0.0
-    requests: int = 0
+    """One endpoint's state.  ``load`` (in flight per unit of weight) is kept up to date by the
+    ``in_flight`` setter, so a policy compares plain attributes (``least_loaded`` over 64
+    endpoints is one C-level ``min``)."""
+
+    __slots__ = (
+        "_in_flight", "client", "ewma_s", "health", "index", "load", "max_concurrency", "name",
+        "requests", "url", "weight",
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        *,
+        index: int,
+        name: str,
+        url: str,
+        weight: float,
+        max_concurrency: int,
+        client: EndpointClient,
+        health: EndpointHealth,
+    ) -> None:
+        self.index, self.name, self.url = index, name, url
+        self.weight, self.max_concurrency = weight, max_concurrency
+        self.client, self.health = client, health
+        self._in_flight = 0
+        self.load = 0.0
+        # seconds to the answer (non-streamed) or to the stream's head, smoothed; 0: no sample
+        self.ewma_s = 0.0
+        self.requests = 0
 
     @property
-    def load(self) -> float:
-        """In-flight requests per unit of weight (what the load-aware policies compare)."""
-        return self.in_flight / self.weight
+    def in_flight(self) -> int:
+        return self._in_flight
+
+    @in_flight.setter
+    def in_flight(self, value: int) -> None:
+        self._in_flight = value
+        self.load = value / self.weight
 
     @property
     def has_slot(self) -> bool:
-        return self.in_flight < self.max_concurrency
+        return self._in_flight < self.max_concurrency
 
     def observe_latency(self, seconds: float) -> None:
         self.ewma_s = seconds if self.ewma_s == 0.0 else (
             self.ewma_s + EWMA_ALPHA * (seconds - self.ewma_s)
         )  # fmt: skip
+
+    def __repr__(self) -> str:
+        return f"Endpoint({self.name!r}, in_flight={self._in_flight}, {self.health.state})"
 
 
 @dataclass(slots=True)

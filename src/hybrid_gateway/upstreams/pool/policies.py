@@ -13,6 +13,7 @@ import hashlib
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Protocol
 
 from hybrid_gateway.upstreams.pool.endpoint import Endpoint, Request
@@ -40,15 +41,15 @@ class Policy(Protocol):
         ...
 
 
+_LOAD = attrgetter("load")
+
+
 def least_loaded(candidates: Sequence[Endpoint], start: int = 0) -> Endpoint:
     """The candidate with the least in-flight load per weight; ties go to the first from
     ``start`` on (callers rotate it, so idle endpoints share new work evenly)."""
-    n = len(candidates)
-    best = candidates[start % n]
-    for i in range(1, n):
-        candidate = candidates[(start + i) % n]
-        if candidate.load < best.load:
-            best = candidate
+    start %= len(candidates)
+    ordered = [*candidates[start:], *candidates[:start]] if start else candidates
+    best: Endpoint = min(ordered, key=_LOAD)
     return best
 
 

@@ -188,7 +188,9 @@ class EndpointPool:
     def pick(self, request: Request, failed: set[str]) -> tuple[Endpoint, bool]:
         """The endpoint that takes this attempt now (noted on the request), and whether it is
         that endpoint's probe."""
-        available = [e for e in self.endpoints if e.health.available()]
+        healthy = HealthState.HEALTHY
+        available = [e for e in self.endpoints
+                     if e.health.state is healthy or e.health.available()]  # fmt: skip
         if not available:
             wait = min(e.health.retry_in_s() for e in self.endpoints)
             raise UpstreamUnavailable(
@@ -199,7 +201,7 @@ class EndpointPool:
             )
         fresh = [e for e in available if e.name not in failed] if failed else available
         candidates = fresh or available
-        with_slot = [e for e in candidates if e.has_slot]
+        with_slot = [e for e in candidates if e.in_flight < e.max_concurrency]
         choice = self.policy.choose(with_slot or candidates, request)
         endpoint = choice.endpoint
         attempts = current_attempts()
