@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from hybrid_gateway.config import load_config, parse_config
+from hybrid_gateway.tools.bench.runner import lane_profiles, widened_channels
 from hybrid_gateway.tools.bench.strategies import (
     FULL_CONFIG,
     STRATEGIES,
@@ -129,3 +130,13 @@ def test_the_article_baselines_have_no_degradation(
     config = parse_config(STRATEGIES[name](base, UPSTREAMS, tmp_path / "l"))
     assert not config.resilience.retry.enabled and not config.resilience.breaker.enabled
     assert all(lane.deadline_s is None and lane.backup is None for lane in config.lanes.values())
+
+
+def test_the_article_profile_widens_the_base_channels(base: dict[str, Any]) -> None:
+    base["channels"]["light-local"]["max_concurrency"] = 300
+    wide = widened_channels(base, lane_profiles("article"))
+    assert wide["channels"]["heavy-local"]["max_concurrency"] == 128  # was 32: the server's slots
+    assert wide["channels"]["light-local"]["max_concurrency"] == 300  # never lowered
+    assert base["channels"]["heavy-local"]["max_concurrency"] == 32  # the base is not modified
+    assert lane_profiles("default") == {"light": "light", "heavy": "heavy"}
+    parse_config(wide)

@@ -8,11 +8,13 @@ profile must land within 15 %.  docs/emulator.md has the same run over real HTTP
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 import pytest
 
 from hybrid_gateway.accounting.tokens import count_tokens
+from hybrid_gateway.tools.emulator.cli import configure, settings_from_args
 from hybrid_gateway.tools.emulator.engine import BatchScheduler, Sequence
 from hybrid_gateway.tools.emulator.settings import ARTICLE_HEAVY, ARTICLE_LIGHT, EmulatorSettings
 from hybrid_gateway.tools.workload.builder import BuildOptions, build
@@ -69,3 +71,14 @@ def test_the_light_model_is_several_times_faster_under_the_same_load(
     light, heavy = closed_loop(ARTICLE_LIGHT, items), closed_loop(ARTICLE_HEAVY, items)
     assert light[0] < heavy[0] / 3 and light[1] < heavy[1] / 3
     assert light[0] == pytest.approx(0.6, rel=0.25)  # the article's hybrid row: p50 0.6 s
+
+
+def test_the_cli_keeps_the_profiles_faults_and_tier() -> None:
+    parser = argparse.ArgumentParser()
+    configure(parser)
+    settings = settings_from_args(parser.parse_args(["--profile", "article-heavy"]))
+    assert settings.faults.error_rate == 0.018 and settings.engine.max_num_seqs == 128
+    quiet = settings_from_args(
+        parser.parse_args(["--profile", "article-heavy", "--error-rate", "0"])
+    )
+    assert quiet.faults.error_rate == 0.0  # a flag given overrides the profile

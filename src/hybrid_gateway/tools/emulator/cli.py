@@ -18,7 +18,7 @@ from hybrid_gateway.serving import ListenError, run_with_best_loop, serve_until_
 
 from .quality import TIERS, QualityAnswers
 from .server import create_emulator_app
-from .settings import PROFILES, EmulatorSettings, FaultSettings, profile
+from .settings import PROFILES, EmulatorSettings, profile
 from .text import PseudoAnswers
 
 # --flag -> EngineSettings field, for the engine overrides
@@ -83,7 +83,7 @@ def settings_from_args(args: argparse.Namespace) -> EmulatorSettings:
     """The profile with every flag that was given applied on top."""
     base = profile(args.profile)
     engine = replace(base.engine, **_given(args, _ENGINE_FLAGS))
-    faults = replace(FaultSettings(), **_given(args, _FAULT_FLAGS))
+    faults = replace(base.faults, **_given(args, _FAULT_FLAGS))  # the profile's, flags on top
     outputs = _given(
         args, {"min_output_tokens": int, "max_output_tokens": int, "tool_call_rate": float}
     )
