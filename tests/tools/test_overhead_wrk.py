@@ -76,7 +76,7 @@ def test_threads_are_min_of_connections_and_two() -> None:
 def test_lua_script_has_a_fresh_token_each_time() -> None:
     first, second = lua_script(), lua_script()
     assert first != second
-    assert "#TOKEN1-" in lua_script("TOKEN1")
+    assert '"TOKEN1-"' in lua_script("TOKEN1")  # the tag: token, wrk thread, counter
     assert CHAT_PATH in first
     for hook in ("function setup(thread)", "function request()", "function done("):
         assert hook in first

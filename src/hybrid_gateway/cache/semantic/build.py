@@ -124,4 +124,6 @@ def build_semantic_stage(
         ),
         shared_scopes=shared_scopes(config),
         rerank=rerank,
+        write_behind=cfg.write_behind,
+        write_behind_max_pending=cfg.write_behind_max_pending,
     )

@@ -80,6 +80,11 @@ class SemanticCacheConfig(Strict):
     # either cache (also while the semantic cache is off): the operator's way to mark answers
     # uncacheable (account balances, anything personal).
     uncacheable_patterns: tuple[str, ...] = ()
+    # Write-behind: a miss's answer is written to the cache (index + store) after the response
+    # has gone, in order on the cache's worker thread (a later lookup still sees it); at most
+    # write_behind_max_pending writes wait, more are dropped.  false: the request waits for it.
+    write_behind: bool = False
+    write_behind_max_pending: PositiveInt = 256
 
     @model_validator(mode="after")
     def _verifier_calibrated(self) -> SemanticCacheConfig:

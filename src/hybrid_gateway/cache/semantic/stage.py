@@ -9,9 +9,16 @@
               the request goes upstream, it never fails because of the cache; with the
               shared store down (``StoreUnavailable``) the checks say ``store_down`` and the
               answer is not stored either (``stores.semantic_on_outage: bypass``)
+              With the embedder saturated (``EmbedderSaturated``: its queue is full) the
+              request does not wait: the cache is bypassed (``x-gateway-cache: bypass``,
+              checks ``embedder_busy``) and nothing is stored for it
     store     only what the pipeline judged complete (no error, no partial stream, no tool
               call), only for requests that had a question; the pipeline keeps the questions
-              the operator marked uncacheable out of both caches (``gateway.py``)
+              the operator marked uncacheable out of both caches (``gateway.py``).  With
+              ``write_behind`` the write (index + SQLite) is queued and the request goes on:
+              it runs on the cache's one worker thread, in order, so a later lookup still
+              sees it; at most ``write_behind_max_pending`` wait (more are dropped, counted),
+              and ``aclose`` finishes them
 
 Nothing here knows about HTTP; the record carries everything the API layer shows.
 
@@ -22,6 +29,7 @@ the entries, the index and the embedder stay.  The next lookup is judged by the 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -32,15 +40,23 @@ from hybrid_gateway.cache.semantic.decision import DecisionRule
 from hybrid_gateway.cache.semantic.hygiene import NoiseStripper, SemanticKey, semantic_key
 from hybrid_gateway.cache.semantic.rerank import Reranker
 from hybrid_gateway.cache.semantic.settings import RerankerConfig
-from hybrid_gateway.embedding.base import AsyncEmbedder
-from hybrid_gateway.embedding.lazy import LazyEmbedding, attach_embedding, request_embedding
+from hybrid_gateway.embedding.base import AsyncEmbedder, Vector
+from hybrid_gateway.embedding.batching import ClientLeft, EmbedderSaturated
+from hybrid_gateway.embedding.lazy import (
+    LazyEmbedding,
+    attach_embedding,
+    client_check,
+    request_embedding,
+)
 from hybrid_gateway.stores.base import StoreUnavailable
-from hybrid_gateway.types import CachedAnswer, ChatRequest, RequestRecord, Usage
+from hybrid_gateway.types import CachedAnswer, CacheOutcome, ChatRequest, RequestRecord, Usage
 
 log = logging.getLogger(__name__)
 
 _PENDING = "semantic_key"
 _CHECKS = "cache_checks"
+EMBEDDER_BUSY = "embedder_busy"  # cache_checks of a request that skipped the cache: queue full
+CLIENT_LEFT = "client_left"  # ... whose embedding was dropped: its client had hung up
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,12 +88,18 @@ class SemanticStage:
         stripper: NoiseStripper,
         shared_scopes: Mapping[str, str],
         rerank: RerankStep | None = None,
+        write_behind: bool = False,
+        write_behind_max_pending: int = 256,
     ) -> None:
         self.cache = cache
         self.embedder = embedder
         self.stripper = stripper
         self.shared_scopes = shared_scopes
         self._rerank = rerank
+        self._write_behind = write_behind
+        self._max_pending = write_behind_max_pending
+        self._writes: set[asyncio.Task[None]] = set()
+        self.writes_dropped = 0  # write-behind writes refused because too many were pending
 
     def store_status(self) -> dict[str, object] | None:
         """For ``/healthz``: the shared vectors' store (None: the entries live in-process)."""
@@ -92,7 +114,8 @@ class SemanticStage:
         if key is None:
             return None
         if request_embedding(record) is None:
-            attach_embedding(record, LazyEmbedding(self.embedder, key.question))
+            lazy = LazyEmbedding(self.embedder, key.question, client_check(record))
+            attach_embedding(record, lazy)
         record.extra[_PENDING] = key
         return key
 
@@ -121,6 +144,10 @@ class SemanticStage:
         except StoreUnavailable:  # semantic_on_outage: bypass (counted by the store's health)
             record.extra[_CHECKS] = "store_down"
             return None
+        except EmbedderSaturated as exc:  # overload: skip the cache rather than wait for a vector
+            record.cache = CacheOutcome.BYPASS
+            record.extra[_CHECKS] = CLIENT_LEFT if isinstance(exc, ClientLeft) else EMBEDDER_BUSY
+            return None
         except Exception as exc:  # the cache must never fail a request
             log.warning("semantic cache lookup failed: %r", exc)
             record.extra[_CHECKS] = "error"
@@ -131,7 +158,9 @@ class SemanticStage:
         record.similarity = verdict.similarity
         passed = list(verdict.passed)
         failed = list(verdict.failed)
-        if verdict.hit and self._rerank is not None:
+        if verdict.hit and not self._same_beyond_cut(key.question, entry.question):
+            failed.append("truncated_tail")
+        if verdict.hit and not failed and self._rerank is not None:
             ok = await self._reranked(key.question, entry.question, verdict.similarity)
             (passed if ok else failed).append("reranker")
         record.extra[_CHECKS] = ",".join([*passed, *(f"!{f}" for f in failed)])
@@ -148,6 +177,22 @@ class SemanticStage:
             return
         try:
             vector = await lazy.vector()
+        except Exception as exc:  # no vector, nothing to store (logged where it failed)
+            log.debug("semantic cache store skipped: %r", exc)
+            return
+        if not self._write_behind:
+            await self._put(record, key, vector, body, usage)
+        elif len(self._writes) >= self._max_pending:
+            self.writes_dropped += 1
+        else:
+            task = asyncio.ensure_future(self._put(record, key, vector, body, usage))
+            self._writes.add(task)
+            task.add_done_callback(self._writes.discard)
+
+    async def _put(
+        self, record: RequestRecord, key: SemanticKey, vector: Vector, body: bytes, usage: Usage
+    ) -> None:
+        try:
             entry_id = await self.cache.put(self.namespace(record.tenant), key.bucket,
                                             key.question, vector, body, usage)  # fmt: skip
         except StoreUnavailable:
@@ -158,10 +203,28 @@ class SemanticStage:
         if entry_id is not None:
             record.extra["cache_entry"] = entry_id
 
+    async def flush(self) -> None:
+        """Wait for the write-behind writes queued so far."""
+        while self._writes:
+            await asyncio.gather(*list(self._writes), return_exceptions=True)
+
     async def aclose(self) -> None:
+        await self.flush()
         await self.cache.aclose()
         if self._rerank is not None:
             await self._rerank.reranker.aclose()
+
+    def _same_beyond_cut(self, question: str, candidate: str) -> bool:
+        """With ``embedding.max_tokens`` the vectors saw only each text's prefix: what lies
+        beyond it must then be the same, word for word (a shared opening must not make two
+        documents one)."""
+        cut = getattr(self.embedder, "embedded_text", None)
+        if not callable(cut):
+            return True
+        head_q, head_c = str(cut(question)), str(cut(candidate))
+        if head_q == question and head_c == candidate:
+            return True
+        return question[len(head_q) :] == candidate[len(head_c) :]
 
     async def _reranked(self, question: str, candidate: str, similarity: float) -> bool:
         step = self._rerank

@@ -17,10 +17,13 @@ import contextlib
 import shlex
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TypeVar
+
+import yaml
 
 from hybrid_gateway.tools.cliargs import concurrency_list, int_at_least, sigterm_stops_the_run
 from hybrid_gateway.tools.overhead.bare_proxy import loop_name
@@ -53,6 +56,7 @@ from hybrid_gateway.tools.processes import (
 __all__ = ["TARGET_NAMES", "add_arguments", "run"]
 
 TARGET_NAMES = ("emulator", "bare", "gateway")
+T = TypeVar("T")
 
 _GATEWAY_CONFIG = """\
 server:
@@ -127,6 +131,40 @@ def add_arguments(overhead: argparse.ArgumentParser) -> None:
         help="the gateway's serve --log-level: INFO logs a line per request, WARNING none "
         "(default INFO)",
     )
+    full = overhead.add_argument_group("the smart path (--pipeline full)")
+    full.add_argument(
+        "--pipeline",
+        choices=["pass-through", "full"],
+        default="pass-through",
+        help="full: floor, pass-through and the full pipeline (semantic cache + classifier) "
+        "side by side, per prompt kind, with an open-loop run and a stage breakdown",
+    )
+    full.add_argument(
+        "--prompts",
+        type=_prompt_list,
+        default=["short", "long"],
+        help="full: comma list of short (~60 chars), long (~2,000 chars) (default both)",
+    )
+    full.add_argument(
+        "--rate",
+        type=float,
+        default=100.0,
+        help="full: open-loop requests/s for the p99-added figure; 0 skips it (default 100)",
+    )
+    full.add_argument(
+        "--profile-requests",
+        type=int_at_least(1),
+        default=30,
+        help="full: requests per prompt kind in the in-process stage profile (default 30)",
+    )
+    full.add_argument(
+        "--full-set",
+        type=parse_setting,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="full: change the full pipeline's config, e.g. embedding.max_wait_ms=2 (repeatable)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -134,16 +172,14 @@ def run(args: argparse.Namespace) -> int:
     if wrk is None:
         print(f"bench overhead: {WRK_INSTALL_HINT}", file=sys.stderr)
         return 2
+    if args.pipeline == "full":
+        from hybrid_gateway.tools.overhead.full import run_full  # imports the gateway's parts
+
+        return run_full(args, wrk)
     started = datetime.now(UTC)
-    try:
-        with sigterm_stops_the_run():
-            results = _run_all(args, wrk)
-    except (ProcessStartError, WrkError, ProcessLookupError, OSError) as exc:
-        print(f"bench overhead: the run broke: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("bench overhead: interrupted; every process it started is stopped", file=sys.stderr)
-        return 130
+    results = guarded(lambda: _run_all(args, wrk))
+    if isinstance(results, int):
+        return results
     info = RunInfo(
         started_at=started,
         finished_at=datetime.now(UTC),
@@ -159,6 +195,19 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def guarded(measure: Callable[[], T]) -> T | int:
+    """Run ``measure``; a broken run or Ctrl-C is one line on stderr and its exit code."""
+    try:
+        with sigterm_stops_the_run():
+            return measure()
+    except (ProcessStartError, WrkError, ProcessLookupError, OSError) as exc:
+        print(f"bench overhead: the run broke: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("bench overhead: interrupted; every process it started is stopped", file=sys.stderr)
+        return 130
+
+
 def _run_all(args: argparse.Namespace, wrk: str) -> list[LevelResult]:
     with (
         tempfile.TemporaryDirectory(prefix="hg-bench-overhead-") as tmp,
@@ -169,7 +218,7 @@ def _run_all(args: argparse.Namespace, wrk: str) -> list[LevelResult]:
         try:
             return _measure(args, wrk, targets, work)
         except WrkError:
-            _print_child_logs(targets)
+            print_child_logs(targets)
             raise
 
 
@@ -178,7 +227,7 @@ def _start_targets(
 ) -> list[Target]:
     timeout = args.startup_timeout
     logs = work / "logs"
-    emulator = _started(
+    emulator = track_process(
         stack,
         start_process(
             "emulator",
@@ -202,18 +251,20 @@ def _start_targets(
         argv = python_module_argv(
             "hybrid_gateway.tools.overhead.bare_proxy", "--upstream", emulator.url, "--port", "0"
         )
-        bare = _started(stack, start_process("bare", argv, logs, timeout))
+        bare = track_process(stack, start_process("bare", argv, logs, timeout))
         targets["bare"] = Target("bare", bare.url, bare, emulator)
     if "gateway" in args.targets:
         config = _write_gateway_config(work / "gateway", emulator.url)
         argv = python_module_argv("hybrid_gateway.cli", "serve", "--config", str(config),
                                   "--log-level", args.gateway_log_level)  # fmt: skip
-        gateway = _started(stack, start_process("gateway", argv, logs, timeout, cwd=config.parent))
+        gateway = track_process(
+            stack, start_process("gateway", argv, logs, timeout, cwd=config.parent)
+        )
         targets["gateway"] = Target("gateway", gateway.url, gateway, emulator)
     return [targets[name] for name in args.targets]
 
 
-def _started(stack: contextlib.ExitStack, process: ManagedProcess) -> ManagedProcess:
+def track_process(stack: contextlib.ExitStack, process: ManagedProcess) -> ManagedProcess:
     stack.callback(stop_process, process)
     print(f"started {process.name} (pid {process.pid}) at {process.url}", file=sys.stderr)
     return process
@@ -234,19 +285,25 @@ def _measure(
     results = []
     for conc in args.concurrency:
         for target in targets:
-            result = _run_level(args, wrk, target, conc, work / "lua")
+            result = run_level(args, wrk, target, conc, work / "lua")
             results.append(result)
-            _print_progress(result)
+            print_progress(result)
     return results
 
 
-def _run_level(
-    args: argparse.Namespace, wrk: str, target: Target, conc: int, script_dir: Path
+def run_level(
+    args: argparse.Namespace,
+    wrk: str,
+    target: Target,
+    conc: int,
+    script_dir: Path,
+    prompt: str = "classic",
 ) -> LevelResult:
+    """One target at one concurrency: warm-up, then wrk measured with CPU/RSS sampling."""
     url = target.url
     if args.warmup > 0:
-        run_wrk(wrk, WrkRun(url, conc, args.warmup), script_dir)
-    measured = WrkRun(url, conc, args.duration)
+        run_wrk(wrk, WrkRun(url, conc, args.warmup, prompt=prompt), script_dir)
+    measured = WrkRun(url, conc, args.duration, prompt=prompt)
     with contextlib.ExitStack() as samplers:
         sampler = samplers.enter_context(ProcessSampler(target.process.pid))
         upstream = (
@@ -263,21 +320,23 @@ def _run_level(
         load=load,
         usage=sampler.usage,
         upstream_cpu_s=upstream.usage.cpu_s if upstream else None,
+        prompt=prompt,
     )
 
 
-def _print_progress(r: LevelResult) -> None:
+def print_progress(r: LevelResult) -> None:
     cpu = r.cpu_ms_per_request
     cpu_text = "n/a" if cpu is None else f"{cpu:.3f}"
     print(
-        f"  {r.target:<8} c={r.concurrency:<3} {r.load.rps:8.0f} rps  p50 {r.load.p50_ms:6.2f} ms  "
+        f"  {r.target:<8} {r.prompt:<7} c={r.concurrency:<3} {r.load.rps:8.0f} rps  "
+        f"p50 {r.load.p50_ms:6.2f} ms  "
         f"p99 {r.load.p99_ms:7.2f} ms  errors {r.load.errors}  CPU {cpu_text} ms/req  "
         f"RSS {r.usage.peak_rss_mib:.0f} MiB",
         file=sys.stderr,
     )
 
 
-def _print_child_logs(targets: Sequence[Target]) -> None:
+def print_child_logs(targets: Sequence[Target]) -> None:
     seen: set[int] = set()
     for target in targets:
         for proc in (target.process, target.upstream):
@@ -333,6 +392,22 @@ def _notes() -> list[str]:
         "Each request body is unique (run token + wrk thread + counter): the exact cache always "
         "misses.",
     ]
+
+
+def _prompt_list(text: str) -> list[str]:
+    names = [part.strip() for part in text.split(",") if part.strip()]
+    kinds = ("short", "long")
+    if not names or any(n not in kinds for n in names):
+        raise argparse.ArgumentTypeError(f"prompts are {','.join(kinds)}; got {text!r}")
+    return [n for n in kinds if n in names]
+
+
+def parse_setting(text: str) -> tuple[str, object]:
+    """``a.b.c=VALUE`` -> (``a.b.c``, the value read as YAML)."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip() or any(not part for part in key.strip().split(".")):
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE with a dotted key, got {text!r}")
+    return key.strip(), yaml.safe_load(value)
 
 
 def _target_list(text: str) -> list[str]:

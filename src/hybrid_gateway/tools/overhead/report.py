@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 import platform
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -50,6 +50,7 @@ class LevelResult:
     usage: ProcessUsage
     # CPU the emulator spent behind a proxy/gateway during the level (context only).
     upstream_cpu_s: float | None = None
+    prompt: str = "classic"  # prompts.PROMPT_KINDS
 
     @property
     def cpu_ms_per_request(self) -> float | None:
@@ -246,11 +247,17 @@ def _comparison_table(comparison: Sequence[JsonDict]) -> list[str]:
 
 def write_report(report: JsonDict, out_dir: Path, stamp: datetime) -> tuple[Path, Path]:
     """Write ``overhead-YYYYmmdd-HHMMSS.{json,md}`` into ``out_dir``; returns both paths."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    base = out_dir / f"overhead-{stamp:%Y%m%d-%H%M%S}"
-    json_path, md_path = base.with_suffix(".json"), base.with_suffix(".md")
+    return write_pair(report, out_dir / f"overhead-{stamp:%Y%m%d-%H%M%S}", render_markdown)
+
+
+def write_pair(
+    report: JsonDict, stem: Path, render: Callable[[JsonDict], str]
+) -> tuple[Path, Path]:
+    """``stem``.json (the record) and ``stem``.md (rendered from it)."""
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    json_path, md_path = stem.with_suffix(".json"), stem.with_suffix(".md")
     json_path.write_text(json.dumps(report, indent=2) + "\n")
-    md_path.write_text(render_markdown(report))
+    md_path.write_text(render(report))
     return json_path, md_path
 
 
