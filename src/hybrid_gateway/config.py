@@ -31,6 +31,7 @@ from hybrid_gateway.configbase import (
 )
 from hybrid_gateway.embedding.settings import EmbeddingConfig
 from hybrid_gateway.errors import ConfigError
+from hybrid_gateway.learning.settings import LearningConfig, lanes_named
 from hybrid_gateway.observability.prompts import PromptMode
 from hybrid_gateway.resilience.settings import DeferredConfig, LaneQueueConfig, SheddingConfig
 from hybrid_gateway.routing.settings import RoutingConfig
@@ -233,6 +234,8 @@ class GatewayConfig(_Strict):
     # Where rate buckets, budgets, breaker state, the exact cache and deferred results live
     # (this process, or one Redis shared by replicas); see stores/settings.py.
     stores: StoresConfig = StoresConfig()
+    # Audited decisions: shadow requests, judges, verdicts (learning/settings.py).
+    learning: LearningConfig = LearningConfig()
 
     @model_validator(mode="after")
     def _cross_references(self) -> GatewayConfig:
@@ -243,6 +246,8 @@ class GatewayConfig(_Strict):
                 if lane.backup == lane.channel:
                     raise _FieldError(f"lanes.{name}.backup", "a channel other than the lane's own")
         _check_degradation(self)
+        for field, lane_name in lanes_named(self.learning.audit):
+            must_exist(lane_name, self.lanes, field, "a lane name")
         must_exist(self.routing.default_lane, self.lanes, "routing.default_lane", "a lane name")
         for i, rule in enumerate(self.routing.rules):
             if rule.lane is not None:

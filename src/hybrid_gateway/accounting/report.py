@@ -95,12 +95,23 @@ class CostRow:
 
 
 @dataclass(frozen=True, slots=True)
+class AuditCost:
+    """What the audits of one stream (``router``, ``cache``) cost (learning/; not requests)."""
+
+    kind: str
+    audits: int
+    cost_usd: float
+
+
+@dataclass(frozen=True, slots=True)
 class CostReport:
     by: tuple[str, ...]
     since: float
     until: float
     rows: tuple[CostRow, ...]
     total: CostRow
+    # Audit spend in the window, by stream (empty: no audits table or none in the window).
+    audit: tuple[AuditCost, ...] = ()
 
 
 def parse_instant(text: str, now: float, zone: ZoneInfo) -> float:
@@ -173,4 +184,22 @@ def cost_report(log: Path | LogSource, since: float, until: float, by: Sequence[
         sum(r.cost_usd for r in rows),
         sum(r.saved_usd for r in rows),
     )
-    return CostReport(tuple(by), since, until, rows, total)
+    return CostReport(tuple(by), since, until, rows, total, audit_costs(log, since, until))
+
+
+_HAS_AUDITS = {
+    "sqlite": "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'audits'",
+    "postgres": "SELECT CASE WHEN to_regclass('audits') IS NULL THEN 0 ELSE 1 END",
+}
+
+
+def audit_costs(log: LogSource, since: float, until: float) -> tuple[AuditCost, ...]:
+    """The ``audits`` table's cost in ``[since, until)`` by stream; () for a log without one."""
+    (found,) = log.query(_HAS_AUDITS[log.dialect], ())
+    if not found[0]:
+        return ()
+    sql = (
+        "SELECT kind, count(*), coalesce(sum(cost_usd), 0.0) FROM audits "
+        "WHERE ts >= ? AND ts < ? GROUP BY kind ORDER BY kind"
+    )
+    return tuple(AuditCost(str(k), int(n), float(c)) for k, n, c in log.query(sql, (since, until)))

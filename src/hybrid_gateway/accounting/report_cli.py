@@ -109,6 +109,9 @@ def render(report: CostReport) -> str:
     out = [f"request log {_utc(report.since)} .. {_utc(report.until)}", line(header), rule]
     out += [line(row) for row in rows]
     out += [rule, line(total)]
+    for audit in report.audit:  # learning.audit's shadow answers and judge calls
+        out.append(f"audit {audit.kind}: {audit.audits} audits, {audit.cost_usd:.6f} USD "
+                   "(not in the rows above)")  # fmt: skip
     return "\n".join(out)
 
 

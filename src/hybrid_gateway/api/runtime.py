@@ -21,6 +21,9 @@ from hybrid_gateway.cache.semantic.hygiene import compile_uncacheable
 from hybrid_gateway.cache.semantic.stage import SemanticStage
 from hybrid_gateway.config import GatewayConfig, read_api_key, resolve_path
 from hybrid_gateway.embedding.factory import SharedEmbedder, build_embedder
+from hybrid_gateway.learning.auditor import Auditor
+from hybrid_gateway.learning.build import build_auditor
+from hybrid_gateway.learning.metrics import AuditMetrics
 from hybrid_gateway.observability.build_log import build_request_log
 from hybrid_gateway.observability.journaled_log import RequestLog
 from hybrid_gateway.observability.logs import RequestLines
@@ -68,6 +71,8 @@ class GatewayRuntime:
     # Starting, ready, draining (/readyz), and the chat requests in flight (api/drain.py).
     lifecycle: Lifecycle = field(default_factory=Lifecycle)
     inflight: InFlight = field(default_factory=InFlight)
+    # learning.audit: sampled shadow audits of settled answers (None: off).
+    auditor: Auditor | None = None
 
     def record_done(self, record: RequestRecord) -> None:
         """Log and count a finished request (before its response is acknowledged)."""
@@ -81,6 +86,8 @@ class GatewayRuntime:
 
     async def aclose(self) -> None:
         await self.degradation.aclose()  # background requests first: they log as they stop
+        if self.auditor is not None:
+            await self.auditor.aclose()
         for channel in self.channels.values():
             await channel.aclose()
         if self.exact_cache is not None:
@@ -177,13 +184,19 @@ def build_runtime(
     dispatcher = build_dispatcher(
         config, channels, clock, metrics, degradation.gates, shared, lines=lines
     )
+    auditor = build_auditor(
+        config, config_path, dispatcher=dispatcher, degradation=degradation, prices=prices,
+        request_log=request_log, metrics=AuditMetrics(metrics.registry),
+        semantic=semantic,
+    )  # fmt: skip
     pipeline = Pipeline(
         PipelineParts(router=router, dispatcher=dispatcher, prices=prices,
                       exact_cache=pipeline_cache, clock=clock,
                       tiers=tenancy.tiers if tenancy.tiers.active else None,
                       deferred=degradation.deferred, shedder=degradation.shedder,
                       semantic=semantic, embedder=embedder,
-                      uncacheable=compile_uncacheable(config.cache.semantic.uncacheable_patterns))
+                      uncacheable=compile_uncacheable(config.cache.semantic.uncacheable_patterns),
+                      auditor=auditor)
     )  # fmt: skip
     return GatewayRuntime(
         config=config, pipeline=pipeline, channels=channels, exact_cache=exact,
@@ -191,7 +204,7 @@ def build_runtime(
         model_ids=frozenset(m.id for m in config.models), ids=RequestIds(), tenancy=tenancy,
         degradation=degradation, semantic=semantic, embedder=embedder, shared=shared,
         health=ChannelHealth(list(channels), config.server.health.failed_requests),
-        dispatcher=dispatcher, lines=lines,
+        dispatcher=dispatcher, lines=lines, auditor=auditor,
     )  # fmt: skip
 
 

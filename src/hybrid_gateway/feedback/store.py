@@ -152,13 +152,16 @@ class SqlFeedbackStore:
         )  # fmt: skip
 
 
-class _SqliteDatabase:
-    def __init__(self, path: Path) -> None:
+class SqliteDatabase:
+    """One connection to a records file, used from worker threads in turn; ``schema`` is run
+    at open (the feedback table by default; learning/store.py opens the audits table)."""
+
+    def __init__(self, path: Path, schema: str = _SCHEMA) -> None:
         self._lock = threading.Lock()  # one connection, used from worker threads in turn
         self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=5)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.executescript(_SCHEMA)
+        self._db.executescript(schema)
 
     def one(self, sql: str, params: tuple[Any, ...]) -> tuple[Any, ...] | None:
         with self._lock:
@@ -178,4 +181,4 @@ class SqliteFeedbackStore(SqlFeedbackStore):
     """Feedback in the request log's SQLite file."""
 
     def __init__(self, path: Path, *, flush_requests: Callable[[], object] | None = None) -> None:
-        super().__init__(_SqliteDatabase(path), flush_requests=flush_requests)
+        super().__init__(SqliteDatabase(path), flush_requests=flush_requests)

@@ -72,6 +72,12 @@ class Router(Protocol):
         ...
 
 
+class Audits(Protocol):
+    """learning/auditor.py: may start a background audit of a settled answer; never waits."""
+
+    def submit(self, request: ChatRequest, record: RequestRecord, body: bytes) -> None: ...
+
+
 class Tiers(Protocol):
     """May move the decision to another lane, or refuse (402) when the tenant's budget is spent."""
 
@@ -98,6 +104,8 @@ class PipelineParts:
     # cache.semantic.uncacheable_patterns, compiled: questions kept out of both caches (also
     # while the semantic cache is off)
     uncacheable: tuple[re.Pattern[str], ...] = ()
+    # learning.audit: settled answers handed over for sampled shadow audits (None: off).
+    auditor: Audits | None = None
 
 
 class Pipeline:
@@ -178,6 +186,7 @@ class Pipeline:
         lookup = await self._lookup(request, record)
         if lookup.entry is not None:
             await self._note_saving(request, record, lookup.entry.usage)
+            self._audit(request, record, lookup.entry.body)
             return ChatResult(lookup.entry.body, lookup.entry.usage)
         shedder = self._p.shedder
         if shedder is not None and shedder.sheds(request, record):
@@ -186,7 +195,14 @@ class Pipeline:
         deferred = self._p.deferred
         if deferred is not None and deferred.covers(record):
             return await deferred.complete(request, record, lookup.key, self._call)
-        return await self._call(request, record, lookup.key)
+        result = await self._call(request, record, lookup.key)
+        self._audit(request, record, result.body)
+        return result
+
+    def _audit(self, request: ChatRequest, record: RequestRecord, body: bytes) -> None:
+        """The settled answer, for a sampled background audit (it never changes the answer)."""
+        if self._p.auditor is not None:
+            self._p.auditor.submit(request, record, body)
 
     async def _call(
         self, request: ChatRequest, record: RequestRecord, key: str, *, cache: bool = True
@@ -214,6 +230,7 @@ class Pipeline:
         lookup = await self._lookup(request, record)
         if lookup.entry is not None:
             await self._note_saving(request, record, lookup.entry.usage)
+            self._audit(request, record, lookup.entry.body)
             yield _iterate(replay_as_stream(lookup.entry.body, include_usage=request.include_usage))
             return
         shedder = self._p.shedder
@@ -286,6 +303,8 @@ class Pipeline:
                 await self._p.exact_cache.put(key, body, usage)
             if self._p.semantic is not None:
                 await self._p.semantic.store(record, body, usage)
+        if self._p.auditor is not None and assembler.done:
+            self._audit(request, record, assembler.completion_body(usage))
         yield comment(f"x-gateway-cost-usd={record.cost_usd:.8f}")
         yield DONE_EVENT
 

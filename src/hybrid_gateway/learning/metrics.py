@@ -1,0 +1,43 @@
+"""The audit metrics, on the gateway's registry (documented in docs/metrics.md)."""
+
+from __future__ import annotations
+
+from hybrid_gateway.learning.bound import ScopeCounts
+from hybrid_gateway.observability.prom import Counter, Gauge, Registry
+
+__all__ = ["AUDITS", "AUDITS_SKIPPED", "AUDIT_COST_USD", "FALSE_HIT_BOUND", "AuditMetrics"]
+
+AUDITS = "hybrid_gateway_audits"  # counter: kind (router|cache), outcome (a verdict, or why none)
+AUDITS_SKIPPED = "hybrid_gateway_audits_skipped"  # counter: kind, reason
+AUDIT_COST_USD = "hybrid_gateway_audit_cost_usd"  # counter: kind
+FALSE_HIT_BOUND = "hybrid_gateway_cache_false_hit_bound"  # gauge: scope
+
+
+class AuditMetrics:
+    def __init__(self, registry: Registry) -> None:
+        self.audits = registry.add(Counter(
+            AUDITS, "Audits finished, by stream and verdict (or why there is none)",
+            ["kind", "outcome"],
+        ))  # fmt: skip
+        self.skipped = registry.add(Counter(
+            AUDITS_SKIPPED, "Sampled audits not run: busy lane, shedding, cap, too many at once",
+            ["kind", "reason"],
+        ))  # fmt: skip
+        self.cost_usd = registry.add(
+            Counter(AUDIT_COST_USD, "What audits cost (shadow answers + judge), USD", ["kind"])
+        )
+        self.false_hit_bound = registry.add(Gauge(
+            FALSE_HIT_BOUND, "Upper 95% bound on the semantic cache's false-hit rate, from audits",
+            ["scope"],
+        ))  # fmt: skip
+
+    def finished(self, kind: str, outcome: str, cost_usd: float) -> None:
+        self.audits.inc((kind, outcome))
+        if cost_usd > 0:
+            self.cost_usd.inc((kind,), cost_usd)
+
+    def bound(self, scope: str, counts: ScopeCounts) -> None:
+        self.false_hit_bound.set(counts.bound, (scope,))
+
+    def skip(self, kind: str, reason: str) -> None:
+        self.skipped.inc((kind, reason))

@@ -1,0 +1,73 @@
+"""``learning.audit``: how often, how much and against what the gateway audits its decisions.
+
+Two audit streams, each with its own sampling rate and daily spend cap per tenant:
+
+- ``router``: a light-lane answer (a lane in ``light_lanes``) is also sent to ``heavy_lane``;
+- ``cache``: a semantic-cache hit is also answered fresh, by the lane the router picks.
+
+The pair goes to the ``judge``.  Audits run in the background (at most ``max_in_flight`` at
+once) and are skipped whenever the lane they need is busy or load shedding is on.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from hybrid_gateway.configbase import FieldError, Fraction, NonNegFloat, PositiveInt, Strict
+
+__all__ = ["AuditConfig", "AuditStreamConfig", "JudgeConfig", "LearningConfig"]
+
+JudgeKind = Literal["llm", "marks", "feedback"]
+
+
+class AuditStreamConfig(Strict):
+    # The share of eligible answers audited (0: none).
+    rate: Fraction = 0.0
+    # What audits of one tenant may cost per UTC day (shadow answer + judge), in USD.
+    daily_usd_per_tenant: NonNegFloat = 1.0
+
+
+class JudgeConfig(Strict):
+    kind: JudgeKind = "marks"
+    # llm: the lane the rubric prompt is sent to (its channel's model judges).
+    lane: str | None = None
+    # llm: the judge answers one word; a few tokens leave room for a trailing full stop.
+    max_tokens: Annotated[int, Field(ge=1, le=64)] = 8
+
+    @model_validator(mode="after")
+    def _lane_for_llm(self) -> JudgeConfig:
+        if self.kind == "llm" and self.lane is None:
+            raise FieldError("lane", "a lane name for the llm judge")
+        return self
+
+
+class AuditConfig(Strict):
+    enabled: bool = False
+    router: AuditStreamConfig = AuditStreamConfig()
+    cache: AuditStreamConfig = AuditStreamConfig()
+    # Lanes whose answers the router stream audits, and the lane that answers them again.
+    light_lanes: tuple[str, ...] = ("light",)
+    heavy_lane: str = "heavy"
+    judge: JudgeConfig = JudgeConfig()
+    # Audits running at once in this process; one more is dropped, never queued.
+    max_in_flight: PositiveInt = 4
+    # Tenants whose traffic is never audited (no shadow request, no verdict row).
+    exclude_tenants: tuple[str, ...] = ()
+
+
+class LearningConfig(Strict):
+    audit: AuditConfig = AuditConfig()
+
+
+def lanes_named(config: AuditConfig) -> list[tuple[str, str]]:
+    """(field, lane) pairs the config's cross-reference check verifies (when enabled)."""
+    if not config.enabled:
+        return []
+    named = [("learning.audit.heavy_lane", config.heavy_lane)]
+    for i, lane in enumerate(config.light_lanes):
+        named.append((f"learning.audit.light_lanes.{i}", lane))
+    if config.judge.lane is not None:
+        named.append(("learning.audit.judge.lane", config.judge.lane))
+    return named

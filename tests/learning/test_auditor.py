@@ -1,0 +1,172 @@
+"""The auditor's admission on injected clocks: the daily cap per tenant, the in-flight bound,
+the sampling rate, the cache stream and its false-hit bound."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+import pytest
+
+from hybrid_gateway.learning.auditor import Auditor, AuditParts
+from hybrid_gateway.learning.bound import FalseHitTracker, ScopeCounts
+from hybrid_gateway.learning.judges import LaneAnswer, MarksJudge
+from hybrid_gateway.learning.settings import AuditConfig
+from hybrid_gateway.learning.spend import DAY_S, SpendCaps
+from hybrid_gateway.learning.store import AuditRow
+from hybrid_gateway.types import CacheOutcome, ChatRequest, RequestRecord, RouteDecision, Usage
+
+
+class Lanes:
+    """Every usage costs 0.1; answers carry the mark of ``texts[lane]``; ``gate`` holds them."""
+
+    def __init__(self, texts: Mapping[str, str]) -> None:
+        self.texts = texts
+        self.asked: list[tuple[str, Mapping[str, Any]]] = []
+        self.gate = asyncio.Event()
+        self.gate.set()
+
+    def price(self, lane: str, usage: Usage) -> float:
+        return 0.1
+
+    async def ask(
+        self, lane: str, body: Mapping[str, Any], record: RequestRecord | None = None
+    ) -> LaneAnswer:
+        self.asked.append((lane, body))
+        await self.gate.wait()
+        return LaneAnswer(self.texts[lane], 0.1)
+
+
+class Sink:
+    def __init__(self) -> None:
+        self.rows: list[AuditRow] = []
+
+    async def save(self, row: AuditRow) -> None:
+        self.rows.append(row)
+
+    async def aclose(self) -> None:
+        pass
+
+
+class Wall:
+    def __init__(self) -> None:
+        self.now = 100 * DAY_S
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def build(config: AuditConfig, lanes: Lanes, wall: Wall, **extra: Any) -> tuple[Auditor, Sink]:
+    sink = Sink()
+    caps = SpendCaps({"router": config.router.daily_usd_per_tenant,
+                      "cache": config.cache.daily_usd_per_tenant}, wall)  # fmt: skip
+    parts = AuditParts(
+        config=config, caller=lanes, judge=MarksJudge(), store=sink, caps=caps, wall=wall,
+        rng=random.Random(7), busy=lambda lane: None, **extra,
+    )  # fmt: skip
+    return Auditor(parts), sink
+
+
+MESSAGES = [{"role": "user", "content": "q"}]
+REQUEST = ChatRequest("auto", MESSAGES, False, False, {"model": "auto", "messages": MESSAGES})
+ANSWER = orjson.dumps({"choices": [{"message": {"content": "⟦g1|ok⟧ cached"}}]})
+
+
+def light(n: int, tenant: str = "acme") -> RequestRecord:
+    return RequestRecord(f"req_{tenant}_{n}", 0.0, tenant=tenant, usage=Usage(10, 20),
+                         route=RouteDecision("light", "light-c", "default"))  # fmt: skip
+
+
+def config(**streams: Any) -> AuditConfig:
+    return AuditConfig.model_validate({"enabled": True, "max_in_flight": 100, **streams})
+
+
+async def test_the_daily_cap_holds_on_the_injected_clock() -> None:
+    wall = Wall()
+    lanes = Lanes({"heavy": "⟦g1|ok⟧ h"})
+    auditor, sink = build(config(router={"rate": 1.0, "daily_usd_per_tenant": 0.35}), lanes, wall)
+    for n in range(10):
+        auditor.submit(REQUEST, light(n), ANSWER)
+    auditor.submit(REQUEST, light(0, "other"), ANSWER)  # another tenant has its own cap
+    await auditor.drain()
+    assert len([r for r in sink.rows if r.tenant == "acme"]) == 3  # 3 x 0.1 <= 0.35
+    assert sum(r.cost_usd for r in sink.rows if r.tenant == "acme") <= 0.35
+    assert len([r for r in sink.rows if r.tenant == "other"]) == 1
+    wall.now += DAY_S / 2  # the same UTC day: still capped
+    auditor.submit(REQUEST, light(20), ANSWER)
+    await auditor.drain()
+    assert len(sink.rows) == 4
+    wall.now = 101 * DAY_S  # the next day
+    auditor.submit(REQUEST, light(21), ANSWER)
+    await auditor.drain()
+    assert len(sink.rows) == 5
+
+
+async def test_running_audits_are_bounded_and_the_extra_ones_dropped() -> None:
+    lanes = Lanes({"heavy": "⟦g1|ok⟧ h"})
+    lanes.gate.clear()  # the heavy lane stalls
+    cfg = AuditConfig.model_validate(
+        {"enabled": True, "max_in_flight": 2, "router": {"rate": 1.0, "daily_usd_per_tenant": 100}}
+    )
+    auditor, sink = build(cfg, lanes, Wall())
+    for n in range(5):
+        auditor.submit(REQUEST, light(n), ANSWER)
+    assert auditor.in_flight == 2
+    lanes.gate.set()
+    await auditor.drain()
+    assert len(sink.rows) == 2
+
+
+async def test_the_sampling_rate() -> None:
+    cfg = config(router={"rate": 0.2, "daily_usd_per_tenant": 1000}, max_in_flight=1000)
+    auditor, sink = build(cfg, Lanes({"heavy": "⟦g1|ok⟧ h"}), Wall())
+    for n in range(1000):
+        auditor.submit(REQUEST, light(n), ANSWER)
+    await auditor.drain()
+    assert 150 <= len(sink.rows) <= 250
+
+
+@pytest.mark.parametrize(
+    ("record", "audited"),
+    [(RequestRecord("r", 0.0, route=RouteDecision("heavy", "h", "default")), False),
+     (RequestRecord("r", 0.0, route=RouteDecision("light", "l", "d", downgraded=True)), False),
+     (RequestRecord("r", 0.0, route=RouteDecision("light", "l", "d"), fallback="timeout"), False),
+     (RequestRecord("r", 0.0, route=RouteDecision("light", "l", "d"), cache=CacheOutcome.EXACT),
+      False),
+     (RequestRecord("r", 0.0, route=RouteDecision("light", "l", "d")), True)],
+)  # fmt: skip
+async def test_only_light_answers_and_semantic_hits_are_audited(
+    record: RequestRecord, audited: bool
+) -> None:
+    auditor, sink = build(config(router={"rate": 1.0}, cache={"rate": 1.0}),
+                          Lanes({"heavy": "⟦g1|ok⟧ h"}), Wall())  # fmt: skip
+    auditor.submit(REQUEST, record, ANSWER)
+    await auditor.drain()
+    assert len(sink.rows) == int(audited)
+
+
+async def test_cache_hits_are_answered_fresh_by_the_routed_lane_and_bound() -> None:
+    bounds: dict[str, float] = {}
+
+    def report(scope: str, counts: ScopeCounts) -> None:
+        bounds[scope] = counts.bound
+
+    lanes = Lanes({"heavy": "⟦g1|ok⟧ fresh", "light": "⟦g1|ok⟧ fresh"})
+    tracker = FalseHitTracker(report)
+    auditor, sink = build(config(cache={"rate": 1.0, "daily_usd_per_tenant": 100}), lanes,
+                          Wall(), listeners=(tracker,))  # fmt: skip
+    for n, cached in enumerate(["⟦g1|ok⟧ c", "⟦g9|ok⟧ another question's answer"] * 10):
+        hit = RequestRecord(f"hit{n}", 0.0, tenant="acme", cache=CacheOutcome.SEMANTIC,
+                            similarity=0.93, usage=Usage(10, 20),
+                            route=RouteDecision("light", "light-c", "default"))  # fmt: skip
+        auditor.submit(REQUEST, hit, orjson.dumps({"choices": [{"message": {"content": cached}}]}))
+    await auditor.drain()
+    assert {lane for lane, _ in lanes.asked} == {"light"}
+    assert [r.verdict for r in sink.rows].count("a_worse") == 10
+    assert all(r.scope == "tenant:acme" and r.similarity == 0.93 for r in sink.rows)
+    counts = tracker.scopes["tenant:acme"]
+    assert (counts.audits, counts.false_hits) == (20, 10)
+    assert bounds["tenant:acme"] == pytest.approx(counts.bound) and counts.bound > 0.5
