@@ -11,17 +11,15 @@ import numpy as np
 import pytest
 
 from hybrid_gateway.embedding.base import Matrix, Vector
-from hybrid_gateway.embedding.batching import BatchingEmbedder, ClientLeft, EmbedderSaturated
+from hybrid_gateway.embedding.batching import (
+    BatchingEmbedder,
+    ClientLeft,
+    EmbedderSaturated,
+    estimate_tokens,
+)
 from hybrid_gateway.embedding.lazy import LazyEmbedding
 from hybrid_gateway.resilience.clock import ManualClock
 from tests.embedding.fakes import HashingEmbedder, hashed_vector
-
-
-class Counting(HashingEmbedder):
-    """Counts a text's tokens as its words (the batcher asks the model when it can)."""
-
-    def token_count(self, text: str) -> int:
-        return len(text.split())
 
 
 async def _busy(inner: HashingEmbedder, embedder: BatchingEmbedder) -> asyncio.Future[Vector]:
@@ -33,19 +31,20 @@ async def _busy(inner: HashingEmbedder, embedder: BatchingEmbedder) -> asyncio.F
 
 async def test_batches_are_bounded_by_tokens_not_only_by_texts() -> None:
     gate = threading.Event()
-    inner = Counting(gate=gate)
-    embedder = BatchingEmbedder(inner, max_batch_size=16, max_batch_tokens=10)
+    inner = HashingEmbedder(gate=gate)
+    embedder = BatchingEmbedder(inner, max_batch_size=16, max_batch_tokens=20)
     first = await _busy(inner, embedder)
-    texts = ["a b c d e f", "g h i j", "k l m", "n o p q r s t u v w x y z", "end"]
+    texts = ["a" * 30, "b" * 18, "c" * 9, "d" * 60, "e" * 3]  # ~ 12, 8, 5, 22, 3 tokens
+    assert [estimate_tokens(t) for t in texts] == [12, 8, 5, 22, 3]
+    assert estimate_tokens("\u4f60\u597d\u5417") == 3 + 2  # about one per CJK character
     rest = [asyncio.ensure_future(embedder.embed_one(t)) for t in texts]
     await asyncio.sleep(0)
     gate.set()
     await asyncio.gather(first, *rest)
-    # 6 + 4 tokens fill the budget; 3 fits, 13 would not (it goes first in the next, alone
-    # though over budget); then the rest
-    assert inner.calls[1:] == [["a b c d e f", "g h i j"], ["k l m"], ["n o p q r s t u v w x y z"],
-                               ["end"]]  # fmt: skip
-    assert embedder.tokens == 6 + 4 + 3 + 13 + 1 + 1  # "first" counts one
+    # 12 + 8 fill the budget; 5 fits, 22 would not: it goes first in the next call, alone,
+    # though over the budget; then the rest
+    assert inner.calls[1:] == [texts[:2], texts[2:3], texts[3:4], texts[4:]]
+    assert embedder.tokens == 3 + 12 + 8 + 5 + 22 + 3  # "first" counts 3
     await embedder.aclose()
 
 

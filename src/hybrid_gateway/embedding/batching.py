@@ -18,6 +18,9 @@ Overload is handled like any overload:
 * **reuse**: the vectors of the last ``cache_size`` texts are kept (exact text match), so a
   repeated question is not embedded again.
 
+Tokens are estimated from the text's size (``estimate_tokens``), not counted: counting means
+tokenizing, which costs the bundled engine milliseconds per text.
+
 The thread starts lazily on the first call and stops in ``aclose``: nothing runs at
 construction, nothing at import.  The batch wait reads an injected clock.
 """
@@ -51,7 +54,7 @@ class _Job:
     text: str
     future: asyncio.Future[Vector]
     loop: asyncio.AbstractEventLoop
-    tokens: int = -1  # counted by the worker, off the event loop
+    tokens: int = -1  # estimated by the worker, off the event loop
     cancelled: bool = field(default=False)
     alive: Callable[[], bool] | None = None  # False once the client has hung up
 
@@ -59,9 +62,11 @@ class _Job:
         return not self.cancelled and (self.alive is None or self.alive())
 
 
-def _estimate_tokens(text: str) -> int:
-    """Tokens of ``text`` where the model cannot count them: an upper-side estimate."""
-    return len(text) // 3 + 2
+def estimate_tokens(text: str) -> int:
+    """Tokens of ``text`` for the batch budget, without tokenizing (the bundled engine's
+    tokenizer costs ~2 ms for a 300-character prompt, ~8 ms for 2,000): UTF-8 bytes / 3, which
+    is about one per CJK character and ~1.3x the count of English text."""
+    return len(text.encode("utf-8", "surrogatepass")) // 3 + 2
 
 
 class BatchingEmbedder:
@@ -190,8 +195,10 @@ class BatchingEmbedder:
 
     def _tokens(self, job: _Job) -> int:
         if job.tokens < 0:
-            count = getattr(self._embedder, "token_count", None)
-            job.tokens = int(count(job.text)) if callable(count) else _estimate_tokens(job.text)
+            bound = getattr(self._embedder, "max_tokens", None)
+            job.tokens = estimate_tokens(job.text)
+            if isinstance(bound, int):
+                job.tokens = min(job.tokens, bound)
         return job.tokens
 
     def _take_batch(self) -> list[_Job] | None:
