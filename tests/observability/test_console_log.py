@@ -12,6 +12,8 @@ import pytest
 
 from hybrid_gateway.observability.logs import (
     REQUEST_FIELDS,
+    JsonFormatter,
+    LogfmtFormatter,
     RequestLines,
     bind_request_id,
     configure_logging,
@@ -80,6 +82,35 @@ def test_a_json_request_line_has_every_field(root_logging: None) -> None:
 
 def test_the_request_fields_come_in_their_declared_order() -> None:
     assert [name for name, _ in request_pairs(served())] == list(REQUEST_FIELDS)
+
+
+def _as_text(value: object) -> str:
+    """A JSON value as logfmt writes it."""
+    if value is None:
+        return ""
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {},
+        {"route": None, "usage": None, "ttft_ms": 3.14159, "status": 404,
+         "error_code": "model_not_found", "model": 'a "quoted" id with spaces'},
+        {"fallback": "breaker", "stream": True, "tenant": "t=1", "upstream_ms": 0.001},
+    ],
+)  # fmt: skip
+def test_the_logfmt_request_line_says_what_the_json_one_says(
+    changes: dict[str, object],
+) -> None:
+    """logfmt writes request lines on a path of their own (one f-string); JSON goes through the
+    generic pairs: both must carry the same fields and values."""
+    record = logging.LogRecord("hybrid_gateway.request", logging.INFO, "", 0, "request", None, None)
+    record.request = served(**changes)
+    as_json = json.loads(JsonFormatter().format(record))
+    as_logfmt = logfmt(LogfmtFormatter().format(record))
+    assert list(as_logfmt) == list(as_json)
+    assert as_logfmt == {key: _as_text(value) for key, value in as_json.items()}
 
 
 def test_a_logfmt_line_quotes_what_needs_it_and_stays_one_line(root_logging: None) -> None:

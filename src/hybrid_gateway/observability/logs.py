@@ -35,7 +35,9 @@ from hybrid_gateway.types import RequestRecord
 __all__ = [
     "LEVELS",
     "REQUEST_FIELDS",
+    "JsonFormatter",
     "LogFormat",
+    "LogfmtFormatter",
     "RequestLines",
     "bind_request_id",
     "configure_logging",
@@ -124,8 +126,8 @@ def _pairs(record: logging.LogRecord) -> list[tuple[str, object]]:
     ]  # fmt: skip
     request_id = fields.get("request_id")
     request = fields.get("request")
-    if isinstance(request, RequestRecord):
-        pairs.append(("request_id", request_id or request.request_id))
+    if isinstance(request, RequestRecord):  # its own id (a late answer's is ``….late``)
+        pairs.append(("request_id", request.request_id))
         pairs += request_pairs(request)
     elif request_id is not None:
         pairs.append(("request_id", request_id))
@@ -159,7 +161,35 @@ class LogfmtFormatter(logging.Formatter):
     one line.  ``None`` is an empty value."""
 
     def format(self, record: logging.LogRecord) -> str:
+        request = record.__dict__.get("request")
+        if type(request) is RequestRecord and not record.exc_info:  # the line of every request
+            return _logfmt_request(record, request)
         return " ".join([f"{key}={_logfmt_value(value)}" for key, value in _pairs(record)])
+
+
+def _logfmt_request(record: logging.LogRecord, r: RequestRecord) -> str:
+    """A request line as the generic path writes it (a test holds them equal), in one
+    f-string: half the calls, for the line that is written once per request."""
+    v, route, usage = _logfmt_value, r.route, r.usage
+    return (
+        f"ts={_timestamp(record.created)} level={record.levelname} logger={record.name} "
+        f"msg={v(record.getMessage())} request_id={v(r.request_id)} tenant={v(r.tenant)} "
+        f"app={v(r.app)} model={v(r.model)} stream={'true' if r.stream else 'false'} "
+        f"lane={v(route.lane) if route else ''} channel={v(route.channel) if route else ''} "
+        f"rule={v(route.rule) if route else ''} cache={r.cache.value} status={r.status} "
+        f"error={v(r.error_code)} latency_ms={v(_ms(r.latency_ms))} "
+        f"ttft_ms={v(_ms(r.ttft_ms))} upstream_ms={v(_ms(r.upstream_ms))} "
+        f"prompt_tokens={usage.prompt_tokens if usage else ''} "
+        f"completion_tokens={usage.completion_tokens if usage else ''} "
+        f"cost_usd={round(r.cost_usd, 10)} retries={r.retries} fallback={v(r.fallback)}"
+    ) + _logfmt_extra(record)
+
+
+def _logfmt_extra(record: logging.LogRecord) -> str:
+    extra = record.__dict__.get("fields")
+    if not isinstance(extra, dict):
+        return ""
+    return "".join([f" {key}={_logfmt_value(value)}" for key, value in extra.items()])
 
 
 def _logfmt_value(value: object) -> str:
