@@ -8,6 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from hybrid_gateway.api.openapi.chat_rules import (
+    CONTENT_PART,
+    MESSAGE_RULES,
+    PARAMETERS,
+    REQUEST_RULES,
+)
 from hybrid_gateway.api.openapi.parts import (
     DECISION_HEADERS,
     JsonObject,
@@ -24,7 +30,7 @@ from hybrid_gateway.api.schema import (
     KNOWN_PARAMS,
     ROLES,
 )
-from hybrid_gateway.api.validation import ENUMS, INT64, PART_TYPES
+from hybrid_gateway.api.validation import ENUMS, INT64
 
 __all__ = ["section"]
 
@@ -49,6 +55,8 @@ def _parameter(name: str) -> JsonObject:
         schema = {"type": "integer", "minimum": INT64[0], "maximum": INT64[1]}
     elif name in ENUMS:
         schema = {"type": "string", "enum": sorted(ENUMS[name])}
+    elif name in PARAMETERS:  # structured (api/openapi/chat_rules.py)
+        schema = PARAMETERS[name]
     elif name == "stop":
         schema = {
             "anyOf": [
@@ -95,6 +103,8 @@ def _request_schema() -> JsonObject:
             "properties": {"stream_options": {"not": {"type": "null"}}},
         },
         "then": {"required": ["stream"], "properties": {"stream": {"const": True}}},
+        # parameters that need another one (top_logprobs: logprobs; tool_choice: tools)
+        "allOf": REQUEST_RULES,
     }
 
 
@@ -143,17 +153,10 @@ _SCHEMAS: dict[str, JsonObject] = {
                 ],
             },
         ],
+        # part types per role, tool_call_id on a tool message (api/openapi/chat_rules.py)
+        "allOf": MESSAGE_RULES,
     },
-    "ContentPart": {
-        "type": "object",
-        "required": ["type"],
-        "description": "Types per role: "
-        + "; ".join(f"{role}: {', '.join(sorted(t))}" for role, t in sorted(PART_TYPES.items()))
-        + " (others are a 400 naming `messages[i].content[j].type`).",
-        "properties": {
-            "type": {"type": "string", "enum": sorted(set().union(*PART_TYPES.values()))}
-        },
-    },
+    "ContentPart": CONTENT_PART,
     "ChatCompletion": {
         "type": "object",
         "description": "The upstream's answer, relayed as it came (or replayed from the cache).",
