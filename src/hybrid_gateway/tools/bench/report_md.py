@@ -59,7 +59,8 @@ def render_markdown(report: JsonDict, plots: Sequence[Path] = ()) -> str:
         f"`{report['command']}`",
         "",
         f"Workload `{wl['path']}`: {wl['items']} items, simple share {_pct(wl['simple_share'])}; "
-        f"mode {st['mode']}, {st['duration_s']:g} s per stage after {st['warmup_s']:g} s warm-up.",
+        f"mode {st['mode']}, {st['duration_s']:g} s per stage after {st['warmup_s']:g} s warm-up"
+        f"{_run_extras(report)}.",
         "",
         *[f"- **{name}**: {note}" for name, note in report["strategies"].items()],
         "",
@@ -86,6 +87,17 @@ def render_markdown(report: JsonDict, plots: Sequence[Path] = ()) -> str:
         *[f"- {note}" for note in report["notes"]],
     ]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _run_extras(report: JsonDict) -> str:
+    """The emulator profile and the open loop's offered rate, when they are not the defaults."""
+    extras = []
+    if report["settings"].get("profile", "default") != "default":
+        extras.append(f"emulator profile {report['settings']['profile']}")
+    rates = {r["loadgen"].get("offered_rate_per_s") for r in report["results"]} - {None}
+    if rates:
+        extras.append("open loop at " + ", ".join(f"{x:.2f}" for x in sorted(rates)) + " req/s")
+    return "".join(f"; {e}" for e in extras)
 
 
 def verdict_tables(report: JsonDict) -> list[str]:
