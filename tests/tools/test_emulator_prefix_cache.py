@@ -20,9 +20,9 @@ SYSTEM = "x" * 64 * 10  # ten whole blocks
 
 
 def test_blocks_chain_so_a_shared_key_means_a_shared_prefix() -> None:
-    a = prompt_blocks(SYSTEM + "first", 16)
-    b = prompt_blocks(SYSTEM + "y" * 64, 16)
-    c = prompt_blocks("z" + SYSTEM, 16)
+    a = prompt_blocks(SYSTEM + "first", 16).keys
+    b = prompt_blocks(SYSTEM + "y" * 64, 16).keys
+    c = prompt_blocks("z" + SYSTEM, 16).keys
     assert len(a) == 10 and len(b) == 11 and a == b[:10]
     assert not set(a) & set(c)  # the same blocks after a different start are other keys
 
@@ -31,12 +31,16 @@ def test_hits_count_leading_blocks_only_and_the_lru_stays_within_capacity() -> N
     cache = PrefixCache(capacity_tokens=16 * 12, block_tokens=16)
     blocks = prompt_blocks(SYSTEM, 16)
     assert cache.admit(blocks, 170) == 0
-    assert cache.admit(blocks, 170) == 160
+    assert cache.admit(blocks, 170) == 170  # every character cached: all its tokens
     assert cache.admit(prompt_blocks("other" + SYSTEM, 16), 170) == 0  # evicts the oldest
     stats = cache.stats()
     assert stats.prefix_cached_blocks == 12
-    assert (stats.prefix_lookups, stats.prefix_hits, stats.prefix_hit_tokens) == (3, 1, 160)
+    assert (stats.prefix_lookups, stats.prefix_hits, stats.prefix_hit_tokens) == (3, 1, 170)
     assert cache.admit(blocks, 170) == 0  # its first blocks were evicted: nothing leads
+    fresh = PrefixCache(capacity_tokens=16 * 100, block_tokens=16)
+    assert fresh.admit(prompt_blocks(SYSTEM, 16), 200) == 0
+    longer = prompt_blocks(SYSTEM + "z" * 640, 16)
+    assert fresh.admit(longer, 300) == 150  # 640 of 1,280 characters cached: half its tokens
 
 
 async def first_token(engine: Engine, clock: ManualClock, text: str, tokens: int) -> float:
@@ -59,7 +63,8 @@ async def test_a_repeated_prefix_is_prefilled_once() -> None:
         warm = await first_token(engine, clock, SYSTEM + "question two", 163)
         stats = engine.stats()
     assert cold == pytest.approx(0.010 + 0.163, abs=0.006)
-    assert warm == pytest.approx(0.010 + 0.003, abs=0.006)  # 160 of 163 tokens cached
+    # 640 of 652 characters cached: 160 of 163 tokens
+    assert warm == pytest.approx(0.010 + 0.003, abs=0.006)
     assert (stats.prefix_lookups, stats.prefix_hit_tokens, stats.prefix_lookup_tokens) == (
         2, 160, 326)  # fmt: skip
 

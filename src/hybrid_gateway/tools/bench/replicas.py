@@ -68,6 +68,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--system-tokens", type=int, default=1024)
     add("--context-tokens", type=int, default=1024)
     add("--max-tokens", type=int, default=48)
+    add("--balance-abs", type=float, default=64.0, help="prefix_affinity's load guard, absolute")
+    add("--balance-rel", type=float, default=1.5, help="prefix_affinity's load guard, relative")
     add("--emulator-profile", default="light")
     add("--prefix-cache-tokens", type=int, default=65536, help="each emulator's prefix cache")
     add("--data-dir", type=Path, default=Path("../shared/data"))
@@ -122,6 +124,7 @@ def _command() -> str:
 
 def _settings(args: argparse.Namespace, plan: ConversationPlan) -> dict[str, Any]:
     return {"endpoints": args.endpoints, "emulator_profile": args.emulator_profile,
+            "balance_abs": args.balance_abs, "balance_rel": args.balance_rel,
             "prefix_cache_tokens": args.prefix_cache_tokens, "workload": asdict(plan),
             "probe_interval_s": PROBE_INTERVAL_S}  # fmt: skip
 
@@ -141,7 +144,7 @@ def _emulator(args: argparse.Namespace, port: int, logs: Path, tag: str) -> Mana
     return start_process(f"emulator-{port}-{tag}", argv, logs, timeout_s=30)
 
 
-def _gateway_config(ports: list[int], policy: str, work: Path) -> Path:
+def _gateway_config(args: argparse.Namespace, ports: list[int], policy: str, work: Path) -> Path:
     config = {
         "server": {"host": "127.0.0.1", "port": 0, "request_log": {"enabled": False},
                    "log": {"level": "WARNING"}},
@@ -149,7 +152,8 @@ def _gateway_config(ports: list[int], policy: str, work: Path) -> Path:
             "model": "light-model", "timeout_s": 30, "connect_timeout_s": 1,
             "endpoints": [{"url": f"http://127.0.0.1:{p}/v1", "name": f"r{i}"}
                           for i, p in enumerate(ports)],
-            "balancing": {"policy": policy},
+            "balancing": {"policy": policy, "balance_abs": args.balance_abs,
+                          "balance_rel": args.balance_rel},
             "health": {"consecutive_failures": 2, "base_ejection_s": 1, "max_ejection_s": 2,
                        "active": {"path": "/healthz", "interval_s": PROBE_INTERVAL_S,
                                   "timeout_s": 0.5}},
@@ -176,7 +180,7 @@ class _Stack:
         for port in self.ports:
             self.emulators[port] = _emulator(args, port, self.logs, "a")
         argv = python_module_argv("hybrid_gateway.cli", "serve", "--config",
-                                  str(_gateway_config(self.ports, policy, work)))  # fmt: skip
+                                  str(_gateway_config(args, self.ports, policy, work)))  # fmt: skip
         self.gateway = start_process("gateway", argv, self.logs, timeout_s=60)
         stack.callback(stop_process, self.gateway)
 

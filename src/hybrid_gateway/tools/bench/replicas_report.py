@@ -155,13 +155,15 @@ def markdown(report: Mapping[str, Any]) -> str:
         )
     kill = report.get("kill")
     if kill:
+        first = kill["first_request_after_s"]
+        first_text = ("no request was sent to it afterwards" if first is None
+                      else f"its first request {first} s after it listened")  # fmt: skip
         lines += ["", f"Kill and restart ({kill['policy']}): endpoint {kill['endpoint']} "
                   f"SIGKILLed at {kill['killed_at_s']} s, started again at "
                   f"{kill['restarted_at_s']} s. {kill['failed']} of {kill['requests']} requests "
                   f"failed ({kill['failed_share']:.2%}); ejected after {kill['eject_after_s']} s; "
-                  f"healthy again {kill['healthy_after_s']} s after it listened, first answer "
-                  f"{kill['first_request_after_s']} s after (active check every "
-                  f"{kill['probe_interval_s']} s)."]  # fmt: skip
+                  f"healthy again {kill['healthy_after_s']} s after it listened (active check "
+                  f"every {kill['probe_interval_s']} s); {first_text}."]  # fmt: skip
     if report.get("decision"):
         lines += ["", "Decision cost (`EndpointPool.pick`, in process; wall time includes time "
                   "the OS gave the CPU to others, CPU time is the decision's own):", "",

@@ -28,7 +28,7 @@ from types import TracebackType
 
 from hybrid_gateway.resilience.clock import Clock
 
-from .prefix_cache import PrefixCache, prompt_blocks
+from .prefix_cache import PrefixCache, PromptBlocks, prompt_blocks
 from .settings import EngineSettings
 
 # If the event loop falls this far behind the virtual schedule, resynchronise instead of running
@@ -53,7 +53,7 @@ class Sequence:
     generated: int = 0
     cancelled: bool = False
     # the prompt's block hashes (prefix_cache.py) and the prompt tokens found cached at admission
-    prefix: tuple[int, ...] = ()
+    prefix: PromptBlocks | None = None
     cached_tokens: int = 0
     _progress: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
 
@@ -195,7 +195,7 @@ class BatchScheduler:
                 break  # the head waits for memory; nobody overtakes it
             self.waiting.popleft()
             head.admitted_at = now
-            if self._cache is not None and head.prefix:
+            if self._cache is not None and head.prefix is not None:
                 head.cached_tokens = self._cache.admit(head.prefix, head.prompt_tokens)
             self.kv_used += head.kv_tokens
             self.running.append(head)
@@ -234,10 +234,10 @@ class BatchScheduler:
         self.running = still_running
         return finished
 
-    def prefix_of(self, text: str) -> tuple[int, ...]:
+    def prefix_of(self, text: str) -> PromptBlocks | None:
         """The prompt's block hashes when prefix caching is on (else nothing to look up)."""
         if self._cache is None:
-            return ()
+            return None
         return prompt_blocks(text, self._cache.block_tokens)
 
     def stats(self) -> EngineStats:
@@ -284,7 +284,7 @@ class Engine:
         if not outputs or min(outputs) < 1:
             raise ValueError("every choice needs output_tokens >= 1")
         now, event = self._clock.now(), asyncio.Event()
-        prefix = self._scheduler.prefix_of(prompt_text) if prompt_text else ()
+        prefix = self._scheduler.prefix_of(prompt_text) if prompt_text else None
         seqs = [
             Sequence(prompt_tokens, out, submitted_at=now, prefix=prefix, _progress=event)
             if i == 0
