@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -21,8 +22,10 @@ from hybrid_gateway.resilience.breaker import (
     Outcome,
 )
 from hybrid_gateway.resilience.clock import ManualClock
-from hybrid_gateway.resilience.dispatch import _outcome
+from hybrid_gateway.resilience.dispatch import Dispatcher, DispatchParts, LaneChannels, _outcome
+from hybrid_gateway.resilience.retry import RetryBudget
 from hybrid_gateway.resilience.shape import request_shape
+from hybrid_gateway.types import RequestRecord, RouteDecision
 from hybrid_gateway.upstreams.openai_http import UpstreamRejected
 from hybrid_gateway.upstreams.profiles import UnsupportedByUpstream
 
@@ -157,3 +160,45 @@ def test_shapes_ignore_content_and_length_but_not_structure() -> None:
     assert shape(user) != shape(user, temperature=0.5)
     assert shape(user) != shape({"role": "user", "content": [{"type": "text", "text": "hi"}]})
     assert shape(user) != shape(user, {"role": "tool", "content": "42"})
+
+
+class ShapeJudge:
+    """A channel that answers 500 (no validation shape) to list content, else a completion."""
+
+    name = "llama"
+
+    async def complete(self, body: Mapping[str, Any]) -> tuple[bytes, dict[str, Any]]:
+        if any(isinstance(m.get("content"), list) for m in body["messages"]):
+            raise UpstreamUnavailable("500 boom", channel=self.name, code="upstream_status_500")
+        return b"{}", {"choices": []}
+
+    def open_stream(self, body: Mapping[str, Any]) -> Any:
+        raise NotImplementedError
+
+
+async def test_through_the_dispatcher_one_tenants_500s_leave_the_others_served() -> None:
+    clock = ManualClock(start=1000.0)
+    settings = BreakerSettings(min_requests=5, error_rate=0.2)
+    breaker = CircuitBreaker("llama", clock, settings)
+    channel = ShapeJudge()
+    dispatcher = Dispatcher(
+        DispatchParts(lanes={"light": LaneChannels(channel)}, clock=clock,
+                      budget=RetryBudget(clock, ratio=0.1, min_per_s=1.0),
+                      breakers={"llama": breaker})
+    )  # fmt: skip
+
+    def request(tenant: str, content: Any) -> tuple[RequestRecord, dict[str, Any]]:
+        rec = RequestRecord(request_id="r", started_at=0.0, tenant=tenant, app="app")
+        rec.route = RouteDecision("light", "llama", "test")
+        return rec, {"messages": [{"role": "user", "content": content}]}
+
+    for _ in range(200):
+        with pytest.raises(UpstreamUnavailable):
+            await dispatcher.complete(*request("acme", [{"type": "text", "text": "x"}]))
+    rec, body = request("alice", "hello")
+    await dispatcher.complete(rec, body)
+    assert rec.extra["breaker"] == "llama=closed"
+    # a second tenant failing the same way: failures from two callers count (all of them)
+    with pytest.raises(UpstreamUnavailable):
+        await dispatcher.complete(*request("bob", [{"type": "text", "text": "y"}]))
+    assert state(breaker) is BreakerState.OPEN
