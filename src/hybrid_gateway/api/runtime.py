@@ -187,7 +187,7 @@ def build_runtime(
     auditor = build_auditor(
         config, config_path, dispatcher=dispatcher, degradation=degradation, prices=prices,
         request_log=request_log, metrics=AuditMetrics(metrics.registry),
-        semantic=semantic,
+        semantic=semantic, clock=clock,
     )  # fmt: skip
     pipeline = Pipeline(
         PipelineParts(router=router, dispatcher=dispatcher, prices=prices,

@@ -20,11 +20,38 @@ from hybrid_gateway.learning.load import lane_load_probe
 from hybrid_gateway.learning.metrics import AuditMetrics
 from hybrid_gateway.learning.spend import SpendCaps
 from hybrid_gateway.learning.store import SqliteVerdictStore, SqlVerdictStore
+from hybrid_gateway.learning.threshold import ThresholdFollower, ThresholdPolicy
 from hybrid_gateway.observability.journaled_log import RequestLog
+from hybrid_gateway.resilience.clock import Clock, MonotonicClock
 from hybrid_gateway.resilience.degradation import Degradation
 from hybrid_gateway.resilience.dispatch import Dispatcher
 
 __all__ = ["build_auditor", "open_verdict_store"]
+
+
+def _follower(
+    config: GatewayConfig,
+    config_path: str | Path | None,
+    semantic: SemanticStage | None,
+    clock: Clock | None,
+    metrics: AuditMetrics,
+) -> tuple[ThresholdFollower, ...]:
+    """``learning.cache_threshold``: the semantic cache's threshold follows the cache audits."""
+    settings = config.learning.cache_threshold
+    if not settings.enabled:
+        return ()
+    if semantic is None:
+        raise ConfigError(
+            str(config_path or "<config>"), "learning.cache_threshold.enabled",
+            "false, or cache.semantic.enabled: true (it moves the semantic cache's threshold)",
+        )  # fmt: skip
+    stage = semantic
+
+    def apply(threshold: float) -> None:
+        stage.replace_decision(replace(stage.cache.rule, threshold=threshold), None)
+
+    policy = ThresholdPolicy(settings, stage.cache.rule.threshold, clock or MonotonicClock())
+    return (ThresholdFollower(policy, apply, metrics.threshold),)
 
 
 def open_verdict_store(
@@ -51,6 +78,7 @@ def build_auditor(
     semantic: SemanticStage | None = None,
     listeners: tuple[VerdictListener, ...] = (),
     wall: Callable[[], float] = time.time,
+    clock: Clock | None = None,
 ) -> Auditor | None:
     audit = config.learning.audit
     if not audit.enabled:
@@ -76,7 +104,8 @@ def build_auditor(
         store=open_verdict_store(config, config_path, request_log),
         caps=SpendCaps(caps, wall), wall=wall, rng=random.Random(), busy=busy,
         prompts=config.server.request_log.prompts, metrics=metrics,
-        listeners=(FalseHitTracker(metrics.bound), *listeners),
+        listeners=(FalseHitTracker(metrics.bound), *_follower(config, config_path, semantic,
+                                                              clock, metrics), *listeners),
     )  # fmt: skip
     if semantic is not None:  # the scope a hit came from, as the cache reads it now
         stage = semantic

@@ -5,12 +5,20 @@ from __future__ import annotations
 from hybrid_gateway.learning.bound import ScopeCounts
 from hybrid_gateway.observability.prom import Counter, Gauge, Registry
 
-__all__ = ["AUDITS", "AUDITS_SKIPPED", "AUDIT_COST_USD", "FALSE_HIT_BOUND", "AuditMetrics"]
+__all__ = [
+    "AUDITS",
+    "AUDITS_SKIPPED",
+    "AUDIT_COST_USD",
+    "CACHE_THRESHOLD",
+    "FALSE_HIT_BOUND",
+    "AuditMetrics",
+]
 
 AUDITS = "hybrid_gateway_audits"  # counter: kind (router|cache), outcome (a verdict, or why none)
 AUDITS_SKIPPED = "hybrid_gateway_audits_skipped"  # counter: kind, reason
 AUDIT_COST_USD = "hybrid_gateway_audit_cost_usd"  # counter: kind
 FALSE_HIT_BOUND = "hybrid_gateway_cache_false_hit_bound"  # gauge: scope
+CACHE_THRESHOLD = "hybrid_gateway_cache_threshold"  # gauge
 
 
 class AuditMetrics:
@@ -30,6 +38,13 @@ class AuditMetrics:
             FALSE_HIT_BOUND, "Upper 95% bound on the semantic cache's false-hit rate, from audits",
             ["scope"],
         ))  # fmt: skip
+
+        self.cache_threshold = registry.add(Gauge(
+            CACHE_THRESHOLD, "Semantic cache hit threshold, as learning.cache_threshold moved it",
+        ))  # fmt: skip
+
+    def threshold(self, value: float) -> None:
+        self.cache_threshold.set(value)
 
     def finished(self, kind: str, outcome: str, cost_usd: float) -> None:
         self.audits.inc((kind, outcome))

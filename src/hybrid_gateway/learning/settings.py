@@ -17,7 +17,9 @@ from pydantic import Field, model_validator
 
 from hybrid_gateway.configbase import FieldError, Fraction, NonNegFloat, PositiveInt, Strict
 
-__all__ = ["AuditConfig", "AuditStreamConfig", "JudgeConfig", "LearningConfig"]
+__all__ = [
+    "AuditConfig", "AuditStreamConfig", "CacheThresholdConfig", "JudgeConfig", "LearningConfig",
+]  # fmt: skip
 
 JudgeKind = Literal["llm", "marks", "feedback"]
 
@@ -57,8 +59,41 @@ class AuditConfig(Strict):
     exclude_tenants: tuple[str, ...] = ()
 
 
+class CacheThresholdConfig(Strict):
+    """The semantic cache's threshold following the cache audits (``threshold.py``)."""
+
+    enabled: bool = False
+    # The upper 95 % bound on the false-hit rate is kept under 1 - target_precision.
+    target_precision: Annotated[float, Field(gt=0, lt=1)] = 0.95
+    # Audits since the last move, all at or above the threshold, before one step down.
+    min_audits: PositiveInt = 100
+    step: Annotated[float, Field(gt=0, le=0.1)] = 0.005
+    # Seconds since the last move before a step down.
+    hold_s: Annotated[float, Field(gt=0)] = 600.0
+    # Never below / above these (the loosening has no evidence under the floor).
+    min_threshold: Annotated[float, Field(ge=-1, le=1)] = 0.9
+    max_threshold: Annotated[float, Field(ge=-1, le=1)] = 1.0
+    # Audited hits kept (similarity, false or not), the oldest dropped first.
+    window: PositiveInt = 5000
+
+    @model_validator(mode="after")
+    def _ordered(self) -> CacheThresholdConfig:
+        if self.min_threshold > self.max_threshold:
+            raise FieldError("min_threshold", f"at most max_threshold ({self.max_threshold})")
+        return self
+
+
 class LearningConfig(Strict):
     audit: AuditConfig = AuditConfig()
+    cache_threshold: CacheThresholdConfig = CacheThresholdConfig()
+
+    @model_validator(mode="after")
+    def _threshold_needs_audits(self) -> LearningConfig:
+        if self.cache_threshold.enabled and not (self.audit.enabled and self.audit.cache.rate):
+            raise FieldError(
+                "cache_threshold.enabled", "false, or audit.enabled with a cache.rate above 0"
+            )
+        return self
 
 
 def lanes_named(config: AuditConfig) -> list[tuple[str, str]]:

@@ -8,6 +8,7 @@
     cache train-verifier --pairs FILE [FILE ...] --out MODEL.npz [--split-seed 7]
     cache train-reranker --pairs FILE [FILE ...] --out MODEL.npz [--split-seed 7]   (torch)
     cache eval | calibrate ... --reranker MODEL.npz [PART2.npz]   the cross-encoder's rule
+    cache report --config gateway.yaml [--since 7d] [--json]   false-hit bounds from the audits
 
 Embeddings come from the config's ``embedding`` section (``--config``) or the bundled default,
 and are kept in ``--embeddings-cache`` (by model version and text hash) so a rerun with another
@@ -68,6 +69,7 @@ from hybrid_gateway.embedding.disk_cache import DiskEmbeddingCache
 from hybrid_gateway.embedding.factory import SharedEmbedder, build_embedder
 from hybrid_gateway.embedding.settings import EmbeddingConfig
 from hybrid_gateway.errors import ConfigError
+from hybrid_gateway.learning import cache_report_cli
 
 _DEFAULT_CACHE = Path(tempfile.gettempdir()) / "hybrid-gateway-embeddings.sqlite3"
 
@@ -122,6 +124,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                             "cosine orders the candidates the model scores alike; 0: the "
                             "score alone)")  # fmt: skip
     cli_reranker.configure(sub)
+    cache_report_cli.configure(sub)  # `cache report`: the false-hit bound from the audits
     for p in (ev, cal, tr):
         p.add_argument("--target-precision", type=float, default=0.95)
         p.add_argument(
@@ -147,6 +150,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.action == "train-reranker":
             return cli_reranker.train(args)
+        if args.action == "report":
+            return cache_report_cli.run(args)
         problem = _usage_error(args)
         if problem is not None:
             print(problem, file=sys.stderr)

@@ -1,0 +1,56 @@
+"""`hybrid-gateway cache report`: the false-hit bound per scope from the audits table."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from hybrid_gateway.cli import main
+from hybrid_gateway.learning.store import AuditRow, SqliteVerdictStore
+from hybrid_gateway.observability.request_log import SqliteRequestLog
+
+
+def cache_row(n: int, scope: str, verdict: str | None, similarity: float = 0.96) -> AuditRow:
+    return AuditRow(f"req_{scope}_{n}", time.time() - 60, "acme", "cache", "marks", None,
+                    verdict, None, None, "light", similarity, scope, 0.001, None)  # fmt: skip
+
+
+async def test_bounds_per_scope(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "requests.sqlite3"
+    SqliteRequestLog(path).close()  # a request log file, as the gateway leaves it
+    store = SqliteVerdictStore(path)
+    for n in range(100):
+        await store.save(cache_row(n, "tenant:acme", "a_worse" if n < 2 else "equivalent"))
+    for n in range(10):
+        await store.save(cache_row(n, "scope:shared", "equivalent", 0.99))
+    await store.save(cache_row(0, "tenant:x", None))  # failed: no verdict, not a trial
+    await store.aclose()
+    assert main(["cache", "report", "--log", str(path), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    scopes = {s["scope"]: s for s in report["scopes"]}
+    assert set(scopes) == {"tenant:acme", "scope:shared"}
+    acme = scopes["tenant:acme"]
+    assert (acme["audits"], acme["false_hits"]) == (100, 2)
+    assert acme["false_hit_bound"] == pytest.approx(0.0700, abs=1e-3)
+    assert scopes["scope:shared"]["false_hit_bound"] == pytest.approx(0.2775, abs=1e-3)
+    assert main(["cache", "report", "--log", str(path)]) == 0
+    text = capsys.readouterr().out
+    assert "tenant:acme" in text and "0.0700" in text
+
+
+def test_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["cache", "report", "--log", str(tmp_path / "none.sqlite3")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no request log" in err
+    assert main(["cache", "report"]) == 2
+    assert "give --config" in capsys.readouterr().err
+
+
+def test_a_log_without_audits(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "requests.sqlite3"
+    SqliteRequestLog(path).close()
+    assert main(["cache", "report", "--log", str(path)]) == 0
+    assert "no audits" in capsys.readouterr().out
