@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pytest
@@ -176,4 +176,28 @@ async def test_a_job_of_a_client_that_hung_up_is_dropped_when_its_batch_forms() 
         await left
     assert np.allclose(await stays, hashed_vector("stays"))
     assert inner.calls[1] == ["stays"] and embedder.dropped == 1
+    await embedder.aclose()
+
+
+async def test_a_full_queue_first_makes_room_by_dropping_clients_that_left() -> None:
+    gate = threading.Event()
+    inner = HashingEmbedder(gate=gate)
+    embedder = BatchingEmbedder(inner, max_queue=2)
+    first = await _busy(inner, embedder)
+    connected = [True, True]
+
+    def alive(i: int) -> Callable[[], bool]:
+        return lambda: connected[i]
+
+    queued = [asyncio.ensure_future(embedder.embed_for(f"q{i}", alive(i))) for i in range(2)]
+    await asyncio.sleep(0.01)
+    connected[0] = False  # its client hung up while the model was busy
+    newcomer = asyncio.ensure_future(embedder.embed_one("newcomer"))  # not refused
+    await asyncio.sleep(0.01)
+    assert embedder.rejected == 0 and embedder.dropped == 1
+    with pytest.raises(ClientLeft):
+        await queued[0]
+    gate.set()
+    await asyncio.gather(first, queued[1], newcomer)
+    assert inner.calls[1] == ["q1", "newcomer"]
     await embedder.aclose()

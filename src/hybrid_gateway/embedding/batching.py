@@ -135,6 +135,8 @@ class BatchingEmbedder:
         job = _Job(text, loop.create_future(), loop, alive=alive)
         with self._cond:
             if self._max_queue is not None and len(self._jobs) >= self._max_queue:
+                self._purge()  # jobs of clients that left make room first
+            if self._max_queue is not None and len(self._jobs) >= self._max_queue:
                 self.rejected += 1
                 raise EmbedderSaturated(f"{len(self._jobs)} texts already wait for the embedder")
             self._ensure_thread()
