@@ -47,6 +47,9 @@ from hybrid_gateway.upstreams.profiles import (
 from hybrid_gateway.upstreams.sse import iter_data
 from hybrid_gateway.upstreams.validation_errors import validation_error
 
+# ``profile: auto`` waits at most this long for ``GET /models`` (then sends the request as is).
+DETECT_TIMEOUT_S = 10.0
+
 
 class UpstreamRejected(InvalidRequest):
     """The upstream said the request itself is wrong (400/413/422): the client's to fix."""
@@ -131,7 +134,7 @@ class OpenAIChannel:
         headers = {k: v for k, v in self._headers.items() if k != "Content-Type"}
         request = self._pool.request_bytes("/models", headers, b"", method="GET")
         try:
-            async with asyncio.timeout(self.config.timeout_s):
+            async with asyncio.timeout(min(self.config.timeout_s, DETECT_TIMEOUT_S)):
                 conn, head = await self._pool.send(request)
                 try:
                     raw = await conn.read()
