@@ -3,6 +3,7 @@
 router train --data FILE [--data FILE ...] --out MODEL.npz
 router train --preset default            # the shipped model, from ../shared/data
 router train --preset default --exclude routerbench_mbpp_train --out m.npz   # hold one out
+router train --from-log --config gateway.yaml --out m.npz   # audited traffic (docs/learning.md)
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from hybrid_gateway.embedding.base import namespace_of
+from hybrid_gateway.learning.router_cli import add_from_log_arguments, train_from_log
 from hybrid_gateway.routing.build import default_model_path
 from hybrid_gateway.routing.cli import (
     add_data_arguments,
@@ -37,6 +39,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument(
         "--data", type=Path, action="append", help="an outcome or label file (repeatable)"
+    )
+    source.add_argument(
+        "--from-log",
+        action="store_true",
+        help="the audited traffic in --config's records store (learning/router_cli.py)",
     )
     source.add_argument(
         "--preset",
@@ -63,9 +70,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_fit_arguments(parser)
     add_data_arguments(parser)
+    add_from_log_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.from_log:
+        return train_from_log(args)
     settings = fit_settings_of(args)  # refuses a bad combination before any work
     if args.preset is not None:
         files = [f for f in preset_files(args.preset, args.data_dir) if f.stem not in args.exclude]

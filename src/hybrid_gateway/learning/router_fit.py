@@ -1,0 +1,126 @@
+"""The router from audited traffic (offline): labels -> outcome rows, a fit with the shipped
+model as its prior, and the replay that decides whether a candidate may replace the live model.
+
+Labels.  A ``router`` audit compared the light lane's answer (A) with the heavy lane's (B):
+``a_worse`` is an outcome row with weak 0, strong 1 (only the heavy lane answers it well),
+``equivalent`` weak 1, strong 1 (a heavy call buys nothing), ``b_worse`` weak 1, strong 0;
+the training target is the classifier's own soft label (``routing/training.py``).  Only audits
+whose question text is stored (``server.request_log.prompts``: ``full`` or ``redacted``) can
+be used.
+
+Prior.  The candidate starts from the live (shipped) model's weights and is pulled back to them
+by ``l2 * ||w - w_prior||^2`` (its bias moves freely), in the prior's own feature
+standardisation: with few labels it stays near the prior, with many it follows the traffic.
+
+Replay.  On audited labels the candidate was not trained on (the later part, by time), each
+model routes its top ``k`` questions by score heavy, for every ``k`` from none to all: a
+question routed heavy is answered well unless the heavy answer was the worse one
+(``b_worse``), one routed light unless the light answer was (``a_worse``).  The area under that
+quality-vs-heavy-share curve is the mean quality over every heavy budget; the candidate is
+accepted only when its area is at least the live model's (then, for any share of heavy calls
+it spends, on average it answers at least as well).  Audits see only questions the live router
+sent light, so the replay compares rankings there, not the live model's own operating point.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from hybrid_gateway.learning.labels import Label
+from hybrid_gateway.routing.classifier import ClassifierModel, RouterModelError
+from hybrid_gateway.routing.heads import LinearHead
+from hybrid_gateway.routing.outcomes import OutcomeRow
+from hybrid_gateway.routing.training import TrainingSet, scores_of, soft_targets
+
+__all__ = ["ReplayResult", "fit_with_prior", "outcome_rows", "replay"]
+
+F64 = npt.NDArray[np.float64]
+
+_SCORES = {"a_worse": (0.0, 1.0), "equivalent": (1.0, 1.0), "b_worse": (1.0, 0.0)}
+SOURCE = "audits"
+
+
+def outcome_rows(labels: Sequence[Label]) -> list[OutcomeRow]:
+    """Router audits with a verdict and a stored question, as outcome rows (oldest first)."""
+    rows = []
+    for label in sorted(labels, key=lambda lb: lb.ts):
+        if label.kind == "router" and label.verdict in _SCORES and label.prompt:
+            weak, strong = _SCORES[label.verdict]
+            rows.append(OutcomeRow(label.prompt, weak, strong, "", SOURCE))
+    return rows
+
+
+def fit_with_prior(
+    data: TrainingSet, prior: ClassifierModel, *, l2: float = 30.0, iterations: int = 25
+) -> ClassifierModel:
+    head = prior.head
+    if not isinstance(head, LinearHead) or prior.memory is not None or prior.ngrams is not None:
+        raise RouterModelError("the prior must be a linear model (no outcome heads, memory or "
+                               "n-grams), as the shipped one is")  # fmt: skip
+    standardised = (data.feats - prior.feature_mean) / prior.feature_std
+    x = np.hstack([data.vectors.astype(np.float64), standardised.astype(np.float64),
+                   np.ones((len(data.rows), 1))])  # fmt: skip
+    start = np.concatenate([head.embed_weights, head.feature_weights, [head.bias]]).astype(
+        np.float64
+    )
+    coef = _newton_towards(x, soft_targets(data), start, l2, iterations)
+    dim = head.dim
+    fitted = LinearHead(coef[:dim].astype(np.float32), coef[dim:-1].astype(np.float32),
+                        float(coef[-1]))  # fmt: skip
+    info = dict(prior.info, from_log={"rows": len(data.rows), "l2_towards_prior": l2})
+    return ClassifierModel(prior.namespace, fitted, prior.feature_mean, prior.feature_std, info)
+
+
+def _newton_towards(x: F64, t: F64, prior: F64, l2: float, iterations: int) -> F64:
+    penalty = np.full(x.shape[1], l2)
+    penalty[-1] = 0.0  # the bias follows the traffic's base rate freely
+    coef = prior.copy()
+    for _ in range(iterations):
+        p = 1.0 / (1.0 + np.exp(-(x @ coef)))
+        grad = x.T @ (p - t) + penalty * (coef - prior)
+        hess = (x * (p * (1 - p))[:, None]).T @ x + np.diag(penalty) + 1e-9 * np.eye(len(coef))
+        step = np.linalg.solve(hess, grad)
+        coef -= step
+        if float(np.abs(step).max()) < 1e-6:
+            break
+    return coef
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayResult:
+    labels: int
+    live_area: float  # mean quality over every heavy share (0..1)
+    candidate_area: float
+    accepted: bool
+
+    def describe(self) -> str:
+        verdict = "accepted" if self.accepted else "refused"
+        return (f"{verdict}: on {self.labels} audited questions it was not trained on, mean "
+                f"quality over every heavy share {self.candidate_area:.4f} (live model "
+                f"{self.live_area:.4f})")  # fmt: skip
+
+
+def replay(
+    live: ClassifierModel, candidate: ClassifierModel, held_out: TrainingSet
+) -> ReplayResult:
+    light_ok = held_out.weak >= held_out.strong  # a_worse is the only verdict light fails
+    heavy_ok = held_out.strong >= held_out.weak
+    live_area = _area(scores_of(live, held_out), light_ok, heavy_ok)
+    candidate_area = _area(scores_of(candidate, held_out), light_ok, heavy_ok)
+    accepted = len(held_out.rows) > 0 and candidate_area >= live_area
+    return ReplayResult(len(held_out.rows), live_area, candidate_area, accepted)
+
+
+def _area(scores: F64, light_ok: npt.NDArray[np.bool_], heavy_ok: npt.NDArray[np.bool_]) -> float:
+    """Mean over k = 0..n of the share answered well when the k highest scores go heavy."""
+    n = len(scores)
+    if n == 0:
+        return 0.0
+    order = np.argsort(-scores, kind="stable")
+    gain = heavy_ok[order].astype(np.float64) - light_ok[order].astype(np.float64)
+    quality = float(light_ok.sum()) + np.concatenate([[0.0], np.cumsum(gain)])
+    return float(quality.mean() / n)
