@@ -30,8 +30,12 @@ def summary_lines(file: str, config: GatewayConfig) -> list[str]:
     """What ``config check`` prints, and ``serve`` logs at start-up."""
     lines = [f"{file}: ok"]
     for name, channel in config.channels.items():
+        where = channel.base_url
+        if channel.endpoints is not None:  # upstreams/pool/: several servers
+            where = (f"{len(channel.endpoints)} endpoints ({channel.balancing.policy}) "
+                     + ", ".join(e.url for e in channel.endpoints))  # fmt: skip
         lines.append(
-            f"  channel {name}: {channel.base_url} model={channel.model} "
+            f"  channel {name}: {where} model={channel.model} "
             f"${channel.price_per_1m_input:g}/${channel.price_per_1m_output:g} per 1M in/out, "
             f"max_concurrency={channel.max_concurrency}"
         )

@@ -44,3 +44,5 @@ def test_mooncake_blocks_become_text_shared_exactly_where_the_trace_shares_them(
     block = texts[0].split(" [1] ")[0]  # every request of the trace starts with block 0
     assert block.startswith("[0] ") and all(t.startswith(block) for t in texts)
     assert prompts[0].start_s == 0.0 and prompts[0].max_tokens == 48
+    replay = prompts[1].as_conversation(1)  # sent as a one-turn conversation: the same text
+    assert replay.messages(0, []) == [{"role": "user", "content": texts[1]}]

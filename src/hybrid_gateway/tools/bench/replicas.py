@@ -46,6 +46,7 @@ from hybrid_gateway.tools.workload.conversations import (
     ConversationPlan,
     build_conversations,
     load_texts,
+    mooncake_prompts,
 )
 from hybrid_gateway.tools.workload.sources import DataMissingError
 
@@ -61,6 +62,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--kill-policy", default="prefix_affinity",
         help="the policy of the kill-and-restart run ('none': no such run)")  # fmt: skip
     add("--restart-after-s", type=float, default=5.0)
+    add(
+        "--workload",
+        choices=["conversations", "mooncake"],
+        default="conversations",
+        help="multi-turn conversations, or the Mooncake trace's requests and shared prefixes",
+    )
+    add("--trace-requests", type=int, default=400, help="mooncake: the trace's first N")
+    add("--trace-speedup", type=float, default=4.0, help="mooncake: arrivals N times faster")
+    add(
+        "--trace-block-tokens",
+        type=int,
+        default=64,
+        help="mooncake: tokens of text per 512-token block of the trace (scaled down)",
+    )
     add("--conversations", type=int, default=48)
     add("--turns", type=int, default=6)
     add("--rate", type=float, default=4.0, help="conversation starts per second")
@@ -97,6 +112,16 @@ def run(args: argparse.Namespace) -> int:
         max_tokens=args.max_tokens, seed=args.seed,
     )  # fmt: skip
     conversations = build_conversations(texts, plan)
+    if args.workload == "mooncake":
+        trace = args.data_dir / "traces" / "mooncake_conversation.jsonl"
+        if not trace.is_file():
+            print(f"bench replicas: {trace} not found", file=sys.stderr)
+            return 2
+        prompts = mooncake_prompts(
+            trace, texts, block_tokens=args.trace_block_tokens, limit=args.trace_requests,
+            max_tokens=args.max_tokens, speedup=args.trace_speedup,
+        )  # fmt: skip
+        conversations = [prompt.as_conversation(i) for i, prompt in enumerate(prompts)]
     report: dict[str, Any] = {"command": _command(), "settings": _settings(args, plan)}
     figures, kill, timeline = [], None, None
     try:
@@ -123,9 +148,14 @@ def _command() -> str:
 
 
 def _settings(args: argparse.Namespace, plan: ConversationPlan) -> dict[str, Any]:
+    workload: dict[str, Any] = asdict(plan)
+    if args.workload == "mooncake":
+        workload = {"trace": "mooncake_conversation.jsonl", "requests": args.trace_requests,
+                    "speedup": args.trace_speedup, "block_tokens": args.trace_block_tokens,
+                    "max_tokens": args.max_tokens}  # fmt: skip
     return {"endpoints": args.endpoints, "emulator_profile": args.emulator_profile,
             "balance_abs": args.balance_abs, "balance_rel": args.balance_rel,
-            "prefix_cache_tokens": args.prefix_cache_tokens, "workload": asdict(plan),
+            "prefix_cache_tokens": args.prefix_cache_tokens, "workload": workload,
             "probe_interval_s": PROBE_INTERVAL_S}  # fmt: skip
 
 

@@ -47,8 +47,10 @@ class Conversation:
     def messages(self, turn: int, answers: list[str]) -> list[dict[str, str]]:
         """Turn ``turn``'s messages: system, the context with the first question, then each
         earlier answer and question in order (``answers`` holds the answers received)."""
-        out = [{"role": "system", "content": self.system},
-               {"role": "user", "content": f"{self.context}\n\n{self.questions[0]}"}]  # fmt: skip
+        first = f"{self.context}\n\n{self.questions[0]}" if self.context else self.questions[0]
+        out = [{"role": "user", "content": first}]
+        if self.system:
+            out.insert(0, {"role": "system", "content": self.system})
         for k in range(1, turn + 1):
             out.append({"role": "assistant", "content": answers[k - 1]})
             out.append({"role": "user", "content": self.questions[k]})
@@ -116,6 +118,12 @@ class TracePrompt:
     start_s: float
     messages: tuple[dict[str, str], ...]
     max_tokens: int
+
+    def as_conversation(self, i: int) -> Conversation:
+        """A one-turn conversation sending exactly this prompt (to replay it like the others)."""
+        text = self.messages[0]["content"]
+        return Conversation(id=f"trace-{i:05d}", start_s=self.start_s, system="", context="",
+                            questions=(text,), max_tokens=self.max_tokens)  # fmt: skip
 
 
 def mooncake_prompts(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from functools import partial
 
 from hybrid_gateway.config import ChannelConfig
 from hybrid_gateway.resilience.clock import Clock
@@ -73,7 +72,6 @@ def build_pool(
         session_header=config.balancing.session_header, checks=checks,
     )  # fmt: skip
     for endpoint in endpoints:
-        endpoint.health.listen(partial(pool.state_changed, endpoint))
         for listener in listeners:  # every endpoint's gauges exist from the start
             listener.endpoint_state(name, endpoint.name, endpoint.health.state.value)
     return pool

@@ -61,8 +61,16 @@ class RoundRobin:
 
     def __init__(self, endpoints: Sequence[Endpoint]) -> None:
         self._current = [0.0] * len(endpoints)
+        # equal weights and every endpoint a candidate: plain rotation, the same sequence
+        self._uniform = len({e.weight for e in endpoints}) <= 1
+        self._next = 0
 
     def choose(self, candidates: Sequence[Endpoint], request: Request) -> Choice:
+        n = len(candidates)
+        if self._uniform and n == len(self._current):
+            i = self._next
+            self._next = (i + 1) % n
+            return Choice(candidates[i])
         current = self._current
         total = 0.0
         best = candidates[0]
@@ -126,14 +134,18 @@ class Session:
         self._hashes = [h for h, _ in points]
         self._owners = [index for _, index in points]
         self._fallback = fallback
+        self._endpoints = len(endpoints)
 
     def choose(self, candidates: Sequence[Endpoint], request: Request) -> Choice:
         if request.session is None:
             choice = self._fallback.choose(candidates, request)
             return Choice(choice.endpoint, "session=none")
-        by_index = {candidate.index: candidate for candidate in candidates}
         start = bisect.bisect_left(self._hashes, _stable_hash(request.session))
         n = len(self._hashes)
+        home = self._owners[start % n]
+        if len(candidates) == self._endpoints and candidates[home].index == home:
+            return Choice(candidates[home])  # every endpoint a candidate: its home
+        by_index = {candidate.index: candidate for candidate in candidates}
         for step in range(n):
             owner = by_index.get(self._owners[(start + step) % n])
             if owner is not None:

@@ -19,6 +19,7 @@ import enum
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Protocol
 
 from hybrid_gateway.config import ChannelConfig
@@ -103,6 +104,11 @@ class EndpointPool:
         self._listeners = tuple(listeners)
         self._session_header = session_header
         self._checks = checks
+        # endpoints not healthy now (ejected or probing): while none is, every endpoint is
+        # available and ``pick`` skips the scan
+        self._out: set[int] = set()
+        for endpoint in self.endpoints:
+            endpoint.health.listen(partial(self.state_changed, endpoint))
 
     async def aclose(self) -> None:
         if self._checks is not None:
@@ -118,7 +124,11 @@ class EndpointPool:
         return [_status(e) for e in self.endpoints]
 
     def state_changed(self, endpoint: Endpoint, state: HealthState) -> None:
-        """The health listener of each endpoint (``build.py`` wires it)."""
+        """The health listener of each endpoint."""
+        if state is HealthState.HEALTHY:
+            self._out.discard(endpoint.index)
+        else:
+            self._out.add(endpoint.index)
         if state is HealthState.EJECTED:
             self.policy.forget(endpoint)
         for listener in self._listeners:
@@ -188,9 +198,9 @@ class EndpointPool:
     def pick(self, request: Request, failed: set[str]) -> tuple[Endpoint, bool]:
         """The endpoint that takes this attempt now (noted on the request), and whether it is
         that endpoint's probe."""
-        healthy = HealthState.HEALTHY
-        available = [e for e in self.endpoints
-                     if e.health.state is healthy or e.health.available()]  # fmt: skip
+        available: Sequence[Endpoint] = self.endpoints
+        if self._out:
+            available = [e for e in available if e.health.available()]
         if not available:
             wait = min(e.health.retry_in_s() for e in self.endpoints)
             raise UpstreamUnavailable(
@@ -201,8 +211,10 @@ class EndpointPool:
             )
         fresh = [e for e in available if e.name not in failed] if failed else available
         candidates = fresh or available
-        with_slot = [e for e in candidates if e.in_flight < e.max_concurrency]
-        choice = self.policy.choose(with_slot or candidates, request)
+        # (the slot counts read directly: a property call per endpoint costs more than the rest)
+        if any(e._in_flight >= e.max_concurrency for e in candidates):
+            candidates = [e for e in candidates if e._in_flight < e.max_concurrency] or candidates
+        choice = self.policy.choose(candidates, request)
         endpoint = choice.endpoint
         attempts = current_attempts()
         if attempts is not None:
