@@ -15,6 +15,8 @@ from typing import Any
 
 import openai
 import pytest
+from langchain_openai import ChatOpenAI
+from pydantic import SecretStr
 
 from tests.e2e.stack import Gateway, channel, closed_port, gateway, write_config
 
@@ -314,3 +316,21 @@ def test_a_tool_conversation_and_a_json_schema_pass_the_llama_cpp_profile(
     with pytest.raises(openai.BadRequestError) as raw:  # unprofiled: the server's 500, as 400
         profiled_sdk.chat.completions.create(model="heavy", messages=messages, max_tokens=6)
     assert raw.value.code == "upstream_rejected_request"
+
+
+def test_langchain_through_the_llama_cpp_profile(profiled: Gateway) -> None:
+    """Issue 24's first-hour client: ChatOpenAI(max_tokens=8) sends max_completion_tokens, and
+    with_structured_output(method="json_schema") sends a json_schema response format."""
+
+    def llm(tokens: int) -> ChatOpenAI:  # max_tokens: LangChain sends max_completion_tokens
+        return ChatOpenAI(model="light", base_url=profiled.base_url, api_key=SecretStr("x"),
+                          max_retries=0, timeout=120, temperature=0, seed=10,
+                          max_completion_tokens=tokens)  # fmt: skip
+
+    answer = llm(8).invoke("Say hello in one short sentence.")
+    assert answer.usage_metadata is not None and answer.usage_metadata["output_tokens"] <= 8
+    schema = {"title": "hello", "type": "object",
+              "properties": {"greeting": {"type": "string"}}, "required": ["greeting"]}  # fmt: skip
+    structured = llm(60).with_structured_output(schema, method="json_schema", include_raw=True)
+    result = structured.invoke("Greet me.")
+    assert str(result["raw"].content).lstrip().startswith("{")
