@@ -78,7 +78,7 @@ class BatchingEmbedder:
         *,
         max_batch_size: int = 16,
         max_wait_ms: float = 0.0,
-        max_batch_tokens: int = 4096,
+        max_batch_tokens: int = 512,
         max_queue: int | None = 256,
         cache_size: int = 1024,
         clock: Clock | None = None,
