@@ -47,6 +47,16 @@ class BreakerView:
 
 
 @dataclass(frozen=True, slots=True)
+class EndpointView:
+    """One endpoint of a channel with several (upstreams/pool/)."""
+
+    channel: str
+    endpoint: str
+    up: bool  # healthy; False while ejected or waiting for its probe
+    in_flight: int
+
+
+@dataclass(frozen=True, slots=True)
 class Snapshot:
     uptime_s: float
     requests: int
@@ -61,6 +71,7 @@ class Snapshot:
     lanes: tuple[LaneView, ...]
     rules: tuple[RuleView, ...]
     breakers: tuple[BreakerView, ...]
+    endpoints: tuple[EndpointView, ...] = ()
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -111,6 +122,15 @@ def take_snapshot(metrics: GatewayMetrics, *, uptime_s: float) -> Snapshot:
             BreakerView(channel, _BREAKER_NAMES.get(int(level), str(level)))
             for (channel,), level in sorted(_rows(metrics.breaker_state, ("channel",)))
         ),
+        endpoints=_endpoints(metrics),
+    )
+
+
+def _endpoints(metrics: GatewayMetrics) -> tuple[EndpointView, ...]:
+    in_flight = dict(_rows(metrics.endpoint_in_flight, ("channel", "endpoint")))
+    return tuple(
+        EndpointView(channel, endpoint, up == 1, int(in_flight.get((channel, endpoint), 0)))
+        for (channel, endpoint), up in sorted(_rows(metrics.endpoint_up, ("channel", "endpoint")))
     )
 
 

@@ -100,6 +100,17 @@ function renderBreakers(breakers) {
   }));
 }
 
+function renderEndpoints(endpoints) {
+  document.getElementById("endpoints-section").hidden = !endpoints.length;
+  fillRows("endpoints", endpoints.map((e) => {
+    const tr = document.createElement("tr");
+    const state = cell(e.up ? "up" : "out");
+    state.className = e.up ? "state-closed" : "state-open";
+    tr.append(cell(e.channel), cell(e.endpoint), state, cell(fmt.count(e.in_flight)));
+    return tr;
+  }));
+}
+
 function renderRate(data) {
   history.push({t: performance.now() / 1000, requests: data.requests});
   if (history.length > 120) history.shift();
@@ -138,6 +149,7 @@ function render(data) {
   renderLanes(data.lanes);
   renderRules(data.rules);
   renderBreakers(data.breakers);
+  renderEndpoints(data.endpoints || []);
   renderRate(data);
 }
 
