@@ -45,7 +45,7 @@ def read_labels(source: LogSource, since: float, until: float) -> list[Label]:
     if "audits" not in tables:
         return []
     sql = LABELS_SQL if "feedback" in tables else _NO_FEEDBACK
-    rows = source.query(sql + " ORDER BY ts, request_id", (since, until))
+    rows = source.query(sql + " ORDER BY 2, 1", (since, until))  # ts, request_id
     return [
         Label(str(r[0]), float(r[1]), str(r[2]), str(r[3]), r[4],
               None if r[5] is None else float(r[5]), r[6], r[7], r[8], r[9])
