@@ -160,29 +160,52 @@ class LogfmtFormatter(logging.Formatter):
     """``key=value`` pairs; a value with a space, ``=`` or ``"`` is quoted, escapes kept on
     one line.  ``None`` is an empty value."""
 
+    def __init__(self) -> None:
+        super().__init__()
+        # names that recur on request lines (tenant, lane, rule, ...) -> as written; bounded
+        self._words: dict[str | None, str] = {None: ""}
+        self._second, self._stamp = -1, ""  # the timestamp's seconds, formatted once each
+
     def format(self, record: logging.LogRecord) -> str:
         request = record.__dict__.get("request")
         if type(request) is RequestRecord and not record.exc_info:  # the line of every request
-            return _logfmt_request(record, request)
+            return self._request(record, request)
         return " ".join([f"{key}={_logfmt_value(value)}" for key, value in _pairs(record)])
 
+    def _request(self, record: logging.LogRecord, r: RequestRecord) -> str:
+        """A request line as the generic path writes it (a test holds them equal), in one
+        f-string: the line written once per request costs a third of the generic one."""
+        v, w, route, usage = _logfmt_value, self._word, r.route, r.usage
+        return (
+            f"ts={self._timestamp(record.created)} level={record.levelname} "
+            f"logger={record.name} msg={w(record.getMessage())} request_id={v(r.request_id)} "
+            f"tenant={w(r.tenant)} app={w(r.app)} model={w(r.model)} "
+            f"stream={'true' if r.stream else 'false'} lane={w(route.lane) if route else ''} "
+            f"channel={w(route.channel) if route else ''} rule={w(route.rule) if route else ''} "
+            f"cache={r.cache.value} status={r.status} error={w(r.error_code)} "
+            f"latency_ms={v(_ms(r.latency_ms))} ttft_ms={v(_ms(r.ttft_ms))} "
+            f"upstream_ms={v(_ms(r.upstream_ms))} "
+            f"prompt_tokens={usage.prompt_tokens if usage else ''} "
+            f"completion_tokens={usage.completion_tokens if usage else ''} "
+            f"cost_usd={round(r.cost_usd, 10)} retries={r.retries} fallback={w(r.fallback)}"
+        ) + _logfmt_extra(record)
 
-def _logfmt_request(record: logging.LogRecord, r: RequestRecord) -> str:
-    """A request line as the generic path writes it (a test holds them equal), in one
-    f-string: half the calls, for the line that is written once per request."""
-    v, route, usage = _logfmt_value, r.route, r.usage
-    return (
-        f"ts={_timestamp(record.created)} level={record.levelname} logger={record.name} "
-        f"msg={v(record.getMessage())} request_id={v(r.request_id)} tenant={v(r.tenant)} "
-        f"app={v(r.app)} model={v(r.model)} stream={'true' if r.stream else 'false'} "
-        f"lane={v(route.lane) if route else ''} channel={v(route.channel) if route else ''} "
-        f"rule={v(route.rule) if route else ''} cache={r.cache.value} status={r.status} "
-        f"error={v(r.error_code)} latency_ms={v(_ms(r.latency_ms))} "
-        f"ttft_ms={v(_ms(r.ttft_ms))} upstream_ms={v(_ms(r.upstream_ms))} "
-        f"prompt_tokens={usage.prompt_tokens if usage else ''} "
-        f"completion_tokens={usage.completion_tokens if usage else ''} "
-        f"cost_usd={round(r.cost_usd, 10)} retries={r.retries} fallback={v(r.fallback)}"
-    ) + _logfmt_extra(record)
+    def _word(self, text: str | None) -> str:
+        written = self._words.get(text)
+        if written is None:
+            if len(self._words) > _WORDS_KEPT:  # e.g. clients naming models that do not exist
+                self._words = {None: ""}
+            written = self._words[text] = _logfmt_value(text)
+        return written
+
+    def _timestamp(self, created: float) -> str:
+        second = int(created)
+        if second != self._second:
+            self._second, self._stamp = second, _timestamp(second)[:-5]
+        return f"{self._stamp}.{int(created % 1 * 1000):03d}Z"
+
+
+_WORDS_KEPT = 4096
 
 
 def _logfmt_extra(record: logging.LogRecord) -> str:
