@@ -82,7 +82,7 @@ class _Audit:
     kind: str
     lane_b: str
     question: str
-    answer_a: str
+    answer_a: bytes  # the client's answer body, read in the task (off the request's path)
     body_b: Mapping[str, Any]
     reservation: Reservation
 
@@ -147,8 +147,9 @@ class Auditor:
         reason = next((why for lane in needed if (why := self._p.busy(lane)) is not None), None)
         if reason is None and len(self._tasks) >= config.max_in_flight:
             reason = "in_flight"
-        answer_a = answer_text(body)
-        usage = record.usage or Usage(count_tokens(_question(request)), count_tokens(answer_a))
+        usage = record.usage or Usage(
+            count_tokens(_question(request)), count_tokens(answer_text(body))
+        )
         out_cap = _out_cap(request, usage)
         estimate = self._estimate(lane_b, usage, out_cap) if judge.needs_answer_b else 0.0
         reservation = None
@@ -159,7 +160,7 @@ class Auditor:
             if self._p.metrics is not None:
                 self._p.metrics.skip(kind, reason or "cap")
             return None
-        return _Audit(kind, lane_b, _question(request), answer_a,
+        return _Audit(kind, lane_b, _question(request), body,
                       shadow_body(request.body, out_cap), reservation)  # fmt: skip
 
     def _estimate(self, lane_b: str, usage: Usage, out_cap: int) -> float:
@@ -187,7 +188,8 @@ class Auditor:
                     log.info("audit of %s: shadow request failed: %r", record.request_id, exc)
                 else:
                     cost += answer_b.cost_usd
-                    judgement = await judge.compare(audit.question, audit.answer_a, answer_b.text)
+                    answer_a = answer_text(audit.answer_a)
+                    judgement = await judge.compare(audit.question, answer_a, answer_b.text)
             cost += judgement.cost_usd
             verdict = judgement.verdict
         except JudgeRefused as exc:
