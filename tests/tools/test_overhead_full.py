@@ -147,6 +147,7 @@ def test_whole_full_pipeline_command_smoke(tmp_path: Path) -> None:
     report = json.loads(json_path.read_text())
     assert {r["target"] for r in report["results"]} == {"bare", "gateway", "full"}
     assert report["settings"]["full_set"] == {"cache.semantic.write_behind": True}
+    assert report["command"].endswith("--full-set=cache.semantic.write_behind=true")
     assert report["stages"][0]["cpu_ms_per_request"]["embed"] > 0
     assert any(o["cache"] == "miss" for o in report["outcomes"])
     assert (out / json_path.name.replace(".json", ".md")).exists()

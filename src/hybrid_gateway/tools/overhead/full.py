@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import sqlite3
 import sys
 import tempfile
@@ -171,7 +172,7 @@ def _command_line(args: argparse.Namespace) -> list[str]:
         f"--prompts={','.join(args.prompts)}", f"--rate={args.rate:g}",
         f"--profile-requests={args.profile_requests}", f"--out={args.out}",
     ]  # fmt: skip
-    argv += [f"--full-set={key}={yaml.safe_dump(value).strip()}" for key, value in args.full_set]
+    argv += [f"--full-set={key}={json.dumps(value)}" for key, value in args.full_set]
     return argv
 
 
