@@ -9,15 +9,17 @@ the SDK defines for a top-level parameter is accepted.
 from __future__ import annotations
 
 import types
+import typing
 from collections.abc import Iterator
-from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
+from typing import Any, Literal, Required, Union, get_args, get_origin, get_type_hints
 
 import pytest
 from openai.types import chat as sdk
 from openai.types.chat import completion_create_params
 
 from hybrid_gateway.api.schema import KNOWN_PARAMS, parse_chat_request
-from hybrid_gateway.api.validation import PART_TYPES
+from hybrid_gateway.api.validation import _PART_FIELDS, PART_TYPES
+from hybrid_gateway.errors import InvalidRequest
 
 USER: Any = [{"role": "user", "content": "hi"}]
 TOOLS: Any = [{"type": "function", "function": {"name": "f"}}]
@@ -104,3 +106,37 @@ def test_the_sdk_walk_finds_what_it_should() -> None:
         name for name, _, _ in sdk_literals()
     }
     assert part_types(sdk.ChatCompletionUserMessageParam) >= {"text", "image_url"}
+
+
+def required_keys(typed_dict: Any) -> set[str]:
+    """The keys the SDK marks ``Required`` (``__required_keys__`` is empty under PEP 563)."""
+    hinted = get_type_hints(typed_dict, include_extras=True)
+    return {key for key, tp in hinted.items() if get_origin(tp) in (Required, typing.Required)}
+
+
+def part_params() -> dict[str, Any]:
+    """Each content-part type the SDK defines -> its TypedDict."""
+    found: dict[str, Any] = {}
+    for message_param in ROLES.values():
+        for member in members(hints(message_param)["content"]):
+            if is_typed_dict(member):
+                for kind in literal_strings(hints(member)["type"]):
+                    found[kind] = member
+    return found
+
+
+@pytest.mark.parametrize("kind", sorted(set().union(*PART_TYPES.values())))
+def test_each_part_types_required_payload_is_the_sdks(kind: str) -> None:
+    """A part missing what the SDK requires is a 400 naming it; one with it passes."""
+    sdk_required = required_keys(part_params()[kind]) - {"type"}
+    assert {_PART_FIELDS[kind][0]} == sdk_required or (kind == "file" and not sdk_required)
+    role = "assistant" if kind == "refusal" else "user"
+    with pytest.raises(InvalidRequest) as refused:
+        parse_chat_request({"model": "auto", "messages": [{"role": role, "content": [
+            {"type": kind}]}]})  # fmt: skip
+    assert refused.value.param == f"messages[0].content[0].{_PART_FIELDS[kind][0]}"
+
+
+def test_a_tool_messages_required_id_and_a_function_messages_name_are_the_sdks() -> None:
+    assert "tool_call_id" in required_keys(sdk.ChatCompletionToolMessageParam)
+    assert "name" in required_keys(sdk.ChatCompletionFunctionMessageParam)
