@@ -170,3 +170,22 @@ async def test_cache_hits_are_answered_fresh_by_the_routed_lane_and_bound() -> N
     counts = tracker.scopes["tenant:acme"]
     assert (counts.audits, counts.false_hits) == (20, 10)
     assert bounds["tenant:acme"] == pytest.approx(counts.bound) and counts.bound > 0.5
+
+
+@pytest.mark.parametrize(("mode", "stored"), [("full", "Q stored"), ("none", None)])
+async def test_a_cache_audit_keeps_the_cached_question_as_prompts_allow(
+    mode: str, stored: str | None
+) -> None:
+    async def question(entry: int) -> str | None:
+        return "Q stored" if entry == 42 else None
+
+    lanes = Lanes({"light": "⟦g1|ok⟧ fresh"})
+    auditor, sink = build(config(cache={"rate": 1.0, "daily_usd_per_tenant": 100}), lanes,
+                          Wall(), cached_question=question, prompts=mode)  # fmt: skip
+    hit = RequestRecord("hit", 0.0, tenant="acme", cache=CacheOutcome.SEMANTIC, similarity=0.9,
+                        usage=Usage(10, 20), route=RouteDecision("light", "light-c", "default"),
+                        extra={"cache_entry": 42})  # fmt: skip
+    auditor.submit(REQUEST, hit, ANSWER)
+    await auditor.drain()
+    assert sink.rows[0].cached_prompt == stored
+    assert sink.rows[0].prompt == ("q" if mode == "full" else None)

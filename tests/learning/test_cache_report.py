@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from hybrid_gateway.cache.semantic.pairs import Pair, load_pairs
 from hybrid_gateway.cli import main
 from hybrid_gateway.learning.store import AuditRow, SqliteVerdictStore
 from hybrid_gateway.observability.request_log import SqliteRequestLog
@@ -54,3 +56,30 @@ def test_a_log_without_audits(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     SqliteRequestLog(path).close()
     assert main(["cache", "report", "--log", str(path)]) == 0
     assert "no audits" in capsys.readouterr().out
+
+
+async def test_audited_hits_become_a_pair_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "requests.sqlite3"
+    SqliteRequestLog(path).close()
+    store = SqliteVerdictStore(path)
+    rows = [replace(cache_row(0, "tenant:a", "equivalent"), prompt="how do I reset it",
+                    cached_prompt="how can I reset it"),
+            replace(cache_row(1, "tenant:a", "a_worse"), prompt="open on sunday?",
+                    cached_prompt="open on saturday?"),
+            replace(cache_row(2, "tenant:a", "a_worse"), prompt=None, cached_prompt="x"),
+            replace(cache_row(3, "tenant:a", None), prompt="a", cached_prompt="b")]  # fmt: skip
+    for row in rows:
+        await store.save(row)
+    await store.aclose()
+    out = tmp_path / "pairs" / "audited.jsonl"
+    args = ["cache", "pairs", "--from-log", "--log", str(path), "--out", str(out)]
+    assert main(args) == 0
+    assert "2 audited pairs" in capsys.readouterr().out
+    assert load_pairs(out) == [Pair("how do I reset it", "how can I reset it", True),
+                               Pair("open on sunday?", "open on saturday?", False)]  # fmt: skip
+    empty = tmp_path / "empty.sqlite3"
+    SqliteRequestLog(empty).close()
+    assert main(["cache", "pairs", "--from-log", "--log", str(empty), "--out", str(out)]) == 2
+    assert "prompts" in capsys.readouterr().err

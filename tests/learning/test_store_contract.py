@@ -29,7 +29,7 @@ ROWS = [
     AuditRow("req_r", NOW, "acme", "router", "llm", "rubric-1", "a_worse", None, "light",
              "heavy", None, None, 0.0125, None),
     AuditRow("req_c", NOW + 1, "acme", "cache", "marks", None, "equivalent", None, None,
-             "light", 0.9375, "tenant:acme", 0.5, "What is 6 x 7?"),
+             "light", 0.9375, "tenant:acme", 0.5, "What is 6 x 7?", "What's 6 times 7?"),
     AuditRow("req_f", NOW + 2, "beta", "router", "feedback", None, None, None, "light",
              "heavy", None, None, 0.0, None),
     AuditRow("req_x", NOW + 3, "beta", "router", "llm", "rubric-1", None, "judge_refused",

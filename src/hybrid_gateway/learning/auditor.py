@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -75,6 +75,8 @@ class AuditParts:
     metrics: AuditMetrics | None = None
     scope: Callable[[str], str] = lambda tenant: f"tenant:{tenant}"
     listeners: Sequence[VerdictListener] = field(default_factory=tuple)
+    # cache audits: the stored question of a semantic-cache entry (None: not kept)
+    cached_question: Callable[[int], Awaitable[str | None]] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,6 +204,20 @@ class Auditor:
             self._p.caps.settle(audit.reservation, cost)
         await self._record(audit, request, record, verdict.value if verdict else None, error, cost)
 
+    async def _cached_prompt(self, record: RequestRecord) -> str | None:
+        """The served entry's question, as ``server.request_log.prompts`` keeps a prompt."""
+        entry = record.extra.get("cache_entry")
+        if self._p.cached_question is None or not isinstance(entry, int):
+            return None
+        try:
+            question = await self._p.cached_question(entry)
+        except Exception as exc:  # the entry's store is down: the row goes in without it
+            log.info("audit of %s: cached question unreadable: %r", record.request_id, exc)
+            return None
+        if question is None:  # evicted meanwhile
+            return None
+        return stored_prompt(self._p.prompts, [{"role": "user", "content": question}])
+
     async def _record(
         self,
         audit: _Audit,
@@ -221,6 +237,7 @@ class Auditor:
             similarity=record.similarity if cached else None,
             scope=self._p.scope(record.tenant) if cached else None, cost_usd=cost,
             prompt=stored_prompt(self._p.prompts, request.messages),
+            cached_prompt=await self._cached_prompt(record) if cached else None,
         )  # fmt: skip
         outcome = verdict or error or "pending"
         if self._p.metrics is not None:

@@ -109,5 +109,11 @@ def build_auditor(
     )  # fmt: skip
     if semantic is not None:  # the scope a hit came from, as the cache reads it now
         stage = semantic
-        parts = replace(parts, scope=lambda tenant: scope_of(tenant, stage.shared_scopes))
+        parts = replace(parts, scope=lambda tenant: scope_of(tenant, stage.shared_scopes),
+                        cached_question=lambda entry: _question_of(stage, entry))  # fmt: skip
     return Auditor(parts)
+
+
+async def _question_of(stage: SemanticStage, entry_id: int) -> str | None:
+    entry = await stage.cache.get(entry_id)
+    return None if entry is None else entry.question

@@ -21,7 +21,8 @@ _TABLES = {
     "('audits', 'feedback') AND pg_table_is_visible(oid)",
 }
 _NO_FEEDBACK = (
-    "SELECT request_id, ts, tenant, kind, scope, similarity, lane_a, lane_b, verdict, prompt "
+    "SELECT request_id, ts, tenant, kind, scope, similarity, lane_a, lane_b, verdict, prompt, "
+    "cached_prompt "
     "FROM audits WHERE ts >= ? AND ts < ?"
 )
 
@@ -38,6 +39,7 @@ class Label:
     lane_b: str | None
     verdict: str | None  # None: no verdict (failed, or a feedback audit nobody rated)
     prompt: str | None  # as server.request_log.prompts stored it
+    cached_prompt: str | None = None  # cache audits: the served entry's question, the same way
 
 
 def read_labels(source: LogSource, since: float, until: float) -> list[Label]:
@@ -48,6 +50,6 @@ def read_labels(source: LogSource, since: float, until: float) -> list[Label]:
     rows = source.query(sql + " ORDER BY 2, 1", (since, until))  # ts, request_id
     return [
         Label(str(r[0]), float(r[1]), str(r[2]), str(r[3]), r[4],
-              None if r[5] is None else float(r[5]), r[6], r[7], r[8], r[9])
+              None if r[5] is None else float(r[5]), r[6], r[7], r[8], r[9], r[10])
         for r in rows
     ]  # fmt: skip

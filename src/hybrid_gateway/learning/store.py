@@ -3,7 +3,8 @@
 The request log's SQLite file (WAL), or the shared PostgreSQL with ``stores.records: postgres``
 (``store_pg.py``, the same table and SQL), like the feedback store.  A row holds what was
 decided and what the judge said, never an answer; ``prompt`` is the request log's own
-``prompt`` value for the request (``server.request_log.prompts``: nothing by default).
+``prompt`` value for the request (``server.request_log.prompts``: nothing by default), and
+``cached_prompt`` the same of the cached question a cache hit was served for.
 
 With the ``feedback`` judge a row is stored pending (``verdict`` NULL) and ``LABELS_SQL``
 reads the verdict from the rating: thumbs-down -> ``a_worse``, thumbs-up -> ``equivalent``.
@@ -36,6 +37,8 @@ class AuditRow:
     scope: str | None  # cache audits: the cache scope (tenant:NAME or scope:NAME)
     cost_usd: float  # shadow answer + judge
     prompt: str | None  # as server.request_log.prompts allows
+    # cache audits: the question the served entry was stored for, under the same setting
+    cached_prompt: str | None = None
 
 
 AUDIT_COLUMNS = tuple(AuditRow.__dataclass_fields__)
@@ -46,7 +49,7 @@ CREATE TABLE IF NOT EXISTS audits (
     judge TEXT NOT NULL, rubric TEXT,
     verdict TEXT CHECK (verdict IN ('equivalent', 'a_worse', 'b_worse')),
     error TEXT, lane_a TEXT, lane_b TEXT, similarity REAL, scope TEXT,
-    cost_usd REAL NOT NULL, prompt TEXT
+    cost_usd REAL NOT NULL, prompt TEXT, cached_prompt TEXT
 );
 CREATE INDEX IF NOT EXISTS audits_ts ON audits (ts);
 """
@@ -62,7 +65,7 @@ LABELS_SQL = """
 SELECT a.request_id, a.ts, a.tenant, a.kind, a.scope, a.similarity, a.lane_a, a.lane_b,
        coalesce(a.verdict, CASE f.rating WHEN 'down' THEN 'a_worse'
                                          WHEN 'up' THEN 'equivalent' END) AS verdict,
-       a.prompt
+       a.prompt, a.cached_prompt
 FROM audits AS a LEFT JOIN feedback AS f ON f.request_id = a.request_id
 WHERE a.ts >= ? AND a.ts < ?
 """

@@ -26,7 +26,7 @@ _TABLE = """CREATE TABLE IF NOT EXISTS audits (
     kind TEXT NOT NULL, judge TEXT NOT NULL, rubric TEXT,
     verdict TEXT CHECK (verdict IN ('equivalent', 'a_worse', 'b_worse')),
     error TEXT, lane_a TEXT, lane_b TEXT, similarity DOUBLE PRECISION, scope TEXT,
-    cost_usd DOUBLE PRECISION NOT NULL, prompt TEXT
+    cost_usd DOUBLE PRECISION NOT NULL, prompt TEXT, cached_prompt TEXT
 )"""
 
 

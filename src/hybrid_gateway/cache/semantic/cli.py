@@ -9,6 +9,7 @@
     cache train-reranker --pairs FILE [FILE ...] --out MODEL.npz [--split-seed 7]   (torch)
     cache eval | calibrate ... --reranker MODEL.npz [PART2.npz]   the cross-encoder's rule
     cache report --config gateway.yaml [--since 7d] [--json]   false-hit bounds from the audits
+    cache pairs --from-log --config gateway.yaml --out audited.jsonl   audited hits as pairs
 
 Embeddings come from the config's ``embedding`` section (``--config``) or the bundled default,
 and are kept in ``--embeddings-cache`` (by model version and text hash) so a rerun with another
@@ -150,7 +151,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.action == "train-reranker":
             return cli_reranker.train(args)
-        if args.action == "report":
+        if args.action in cache_report_cli.ACTIONS:  # report, pairs: from the audits
             return cache_report_cli.run(args)
         problem = _usage_error(args)
         if problem is not None:
