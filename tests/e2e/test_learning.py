@@ -111,7 +111,8 @@ def test_labels_land_and_a_model_trained_on_them_loads(
     assert {v for rid, v in stored.items() if rid not in hard_ids} == {"equivalent"}
     candidate, out = tmp_path / "candidate.npz", tmp_path / "router.npz"
     code = main(["router", "train", "--from-log", "--config", str(config_path),
-                 "--out", str(out), "--candidate-out", str(candidate)])  # fmt: skip
+                 "--out", str(out), "--candidate-out", str(candidate),
+                 "--embed-cache", str(tmp_path / "embeddings.sqlite3")])  # fmt: skip
     assert code in (0, 1)  # accepted, or refused by the replay; the candidate is kept either way
     assert out.exists() == (code == 0)
     model = load_model(candidate, namespace_of(bundled_embedder()))
