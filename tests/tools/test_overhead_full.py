@@ -15,8 +15,8 @@ import pytest
 from aiohttp import web
 
 from hybrid_gateway.config import parse_config
-from hybrid_gateway.tools.overhead.cli import parse_setting
 from hybrid_gateway.tools.overhead.full import full_config
+from hybrid_gateway.tools.overhead.full_args import parse_setting
 from hybrid_gateway.tools.overhead.full_report import (
     FullRun,
     build_full_report,

@@ -2,7 +2,8 @@
 
 Modules: ``cli`` (the command), ``bare_proxy`` (the reference relay), ``wrk`` (Lua script and
 output parsing), ``procstat`` (CPU/RSS of a pid),
-``report`` (JSON + Markdown).  Only stdlib-only names are re-exported here, so importing the
+``report`` (JSON + Markdown); ``--pipeline full``: ``full`` (the run), ``full_args``, ``prompts``,
+``openloop``, ``stages`` (in-process CPU by stage), ``full_report``.  Only stdlib-only names are re-exported here, so importing the
 package stays cheap; the CLI entry point is ``hybrid_gateway.tools.overhead.cli``.
 """
 

@@ -23,10 +23,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TypeVar
 
-import yaml
-
 from hybrid_gateway.tools.cliargs import concurrency_list, int_at_least, sigterm_stops_the_run
 from hybrid_gateway.tools.overhead.bare_proxy import loop_name
+from hybrid_gateway.tools.overhead.full_args import add_full_arguments
 from hybrid_gateway.tools.overhead.procstat import ProcessSampler
 from hybrid_gateway.tools.overhead.report import (
     LevelResult,
@@ -131,40 +130,7 @@ def add_arguments(overhead: argparse.ArgumentParser) -> None:
         help="the gateway's serve --log-level: INFO logs a line per request, WARNING none "
         "(default INFO)",
     )
-    full = overhead.add_argument_group("the smart path (--pipeline full)")
-    full.add_argument(
-        "--pipeline",
-        choices=["pass-through", "full"],
-        default="pass-through",
-        help="full: floor, pass-through and the full pipeline (semantic cache + classifier) "
-        "side by side, per prompt kind, with an open-loop run and a stage breakdown",
-    )
-    full.add_argument(
-        "--prompts",
-        type=_prompt_list,
-        default=["short", "long"],
-        help="full: comma list of short (~60 chars), long (~2,000 chars) (default both)",
-    )
-    full.add_argument(
-        "--rate",
-        type=float,
-        default=100.0,
-        help="full: open-loop requests/s for the p99-added figure; 0 skips it (default 100)",
-    )
-    full.add_argument(
-        "--profile-requests",
-        type=int_at_least(1),
-        default=30,
-        help="full: requests per prompt kind in the in-process stage profile (default 30)",
-    )
-    full.add_argument(
-        "--full-set",
-        type=parse_setting,
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="full: change the full pipeline's config, e.g. embedding.max_wait_ms=2 (repeatable)",
-    )
+    add_full_arguments(overhead)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -392,22 +358,6 @@ def _notes() -> list[str]:
         "Each request body is unique (run token + wrk thread + counter): the exact cache always "
         "misses.",
     ]
-
-
-def _prompt_list(text: str) -> list[str]:
-    names = [part.strip() for part in text.split(",") if part.strip()]
-    kinds = ("short", "long")
-    if not names or any(n not in kinds for n in names):
-        raise argparse.ArgumentTypeError(f"prompts are {','.join(kinds)}; got {text!r}")
-    return [n for n in kinds if n in names]
-
-
-def parse_setting(text: str) -> tuple[str, object]:
-    """``a.b.c=VALUE`` -> (``a.b.c``, the value read as YAML)."""
-    key, sep, value = text.partition("=")
-    if not sep or not key.strip() or any(not part for part in key.strip().split(".")):
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE with a dotted key, got {text!r}")
-    return key.strip(), yaml.safe_load(value)
 
 
 def _target_list(text: str) -> list[str]:
