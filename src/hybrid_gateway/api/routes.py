@@ -52,8 +52,6 @@ def _decision_headers(record: RequestRecord, *, cost_known: bool = True) -> dict
         headers["x-gateway-fallback"] = record.fallback
     if isinstance(upstream_model := record.extra.get("upstream_model"), str):
         headers["x-gateway-upstream-model"] = upstream_model  # upstreams/answers.py
-    if isinstance(upstream_model := record.extra.get("upstream_model"), str):
-        headers["x-gateway-upstream-model"] = upstream_model  # upstreams/answers.py
     if record.cache is CacheOutcome.SEMANTIC and record.similarity is not None:
         # which stored question answered, how close it was, and the checks it passed
         headers["x-gateway-cache-similarity"] = f"{record.similarity:.4f}"
