@@ -185,3 +185,26 @@ def test_the_edges_of_each_range_are_accepted() -> None:
              stop=["a", "b", "c", "d"])  # fmt: skip
     accepted(seed=-(2**63), tools=TOOLS, tool_choice="required",
              response_format={"type": "json_object"})  # fmt: skip
+
+
+@pytest.mark.parametrize("odd", [[], ["function"], {"function": 1}, 3, None])
+@pytest.mark.parametrize(
+    ("params", "param"),
+    [
+        (lambda v: {"tools": [{**TOOLS[0], "type": v}]}, "tools[0].type"),
+        (lambda v: {"tool_choice": {"type": v, "function": {"name": "f"}}}, "tool_choice.type"),
+        (lambda v: {"response_format": {"type": v}}, "response_format.type"),
+        (lambda v: {"modalities": [v]}, "modalities[0]"),
+    ],
+)
+def test_an_enum_given_an_array_or_an_object_is_a_400_not_a_crash(
+    odd: Any, params: Any, param: str
+) -> None:
+    # found by the schema fuzzer: {"tools": [{"type": []}]} was a 500 (unhashable list)
+    if odd is None and param in ("tools[0].type", "response_format.type"):
+        return  # a missing type: its own message (missing_required_parameter)
+    err = refused(**params(odd))
+    assert err.param == param and err.code in ("invalid_value", "invalid_type")
+    calls = {**CALL, "tool_calls": [{**CALL["tool_calls"][0], "type": odd}]}
+    if odd is not None:
+        assert refused([USER, calls, ANSWER]).param == "messages[1].tool_calls[0].type"

@@ -17,7 +17,7 @@ from hybrid_gateway.tools.processes import child_env, python_module_argv
 from tests.tools.test_bench_run import EXAMPLE, tiny_workload
 
 COUNT_KEYS = {"served_without_heavy", "hits_by_kind", "fallbacks", "late_deliveries",
-              "late_failed", "late_cost_usd"}  # fmt: skip
+              "late_failed", "late_cost_usd", "audits", "audit_cost_usd"}  # fmt: skip
 
 
 def run_bench(tmp_path: Path, *extra: str) -> dict[str, Any]:

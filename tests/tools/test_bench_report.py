@@ -146,11 +146,12 @@ def test_write_report_writes_json_markdown_and_plots(tmp_path: Path) -> None:
 
 
 def test_late_answers_count_in_the_cost_and_the_verdict_counts() -> None:
-    late = LateFigures(deliveries=2, failed=1, cost_usd=0.004)
+    late = LateFigures(deliveries=2, failed=1, cost_usd=0.003, audits=1, audit_cost_usd=0.001)
     full = dataclasses.replace(stage("full", 4, 0.0005, "light"), late=late)
     rep = build_report(info(), [stage("heavy-only", 4, 0.002, "heavy"), full], LABELS)
     heavy, row = rep["results"]
-    # 4 x 0.0005 + 0.004 late = 0.006 for 4 requests: 1.5 per 1k, against heavy-only's 2.0
+    # 4 x 0.0005 + 0.003 late + 0.001 audit = 0.006 for 4 requests: 1.5 per 1k, against
+    # heavy-only's 2.0
     assert row["cost_usd"] == pytest.approx(0.006)
     assert row["cost_per_1k_usd"] == pytest.approx(1.5)
     assert row["relative_cost"] == pytest.approx(0.75)
@@ -160,6 +161,7 @@ def test_late_answers_count_in_the_cost_and_the_verdict_counts() -> None:
         and heavy["project_x_counts"]["served_without_heavy"] == 0
     )
     assert (counts["late_deliveries"], counts["late_failed"]) == (2, 1)
+    assert (counts["audits"], counts["audit_cost_usd"]) == (1, 0.001)
     px = {line["key"]: line for line in row["project_x"]}
     assert (
         px["cost_reduction"]["value"] == pytest.approx(0.25)

@@ -84,6 +84,17 @@ def test_the_full_example_is_the_packaged_one() -> None:
     assert config.lanes["light"].queue is not None
     assert config.resilience.retry.enabled and config.resilience.breaker.enabled
     assert config.resilience.shedding.enabled
+    # every capability a later issue added is on in the whole-system config
+    for name in ("light-local", "heavy-local"):
+        channel = config.channels[name]
+        assert channel.endpoints and channel.health.active is not None
+        assert channel.profile == "auto" and channel.context_tokens
+    assert config.channels["heavy-local"].balancing.policy == "prefix_affinity"
+    assert config.resilience.breaker.min_distinct_callers >= 2
+    assert config.cache.semantic.write_behind
+    assert config.learning.audit.enabled and config.learning.cache_threshold.enabled
+    assert config.learning.audit.router.rate > 0 and config.learning.audit.cache.rate > 0
+    assert config.server.log.level == "INFO"
 
 
 def test_full_runs_the_example_on_the_bench_upstreams(base: dict[str, Any], tmp_path: Path) -> None:
@@ -95,6 +106,14 @@ def test_full_runs_the_example_on_the_bench_upstreams(base: dict[str, Any], tmp_
     assert config.channels["heavy-local"].price_per_1m_output == 7.0
     assert config.cache.semantic.path == str(tmp_path / "semantic-cache.sqlite3")
     example = load_config(FULL_EXAMPLE)
+    # a pool keeps its policy and health with the one bench emulator as its endpoint
+    heavy = config.channels["heavy-local"]
+    assert heavy.endpoints is not None and [e.url for e in heavy.endpoints] == [UPSTREAMS["heavy"]]
+    assert heavy.balancing == example.channels["heavy-local"].balancing
+    assert heavy.health == example.channels["heavy-local"].health
+    # the emulator cannot judge two answers: its quality marks do
+    assert example.learning.audit.judge.kind == "llm"
+    assert config.learning.audit.judge.kind == "marks"
     assert config.routing.classifier == example.routing.classifier
     assert config.cache.semantic.threshold == example.cache.semantic.threshold
 

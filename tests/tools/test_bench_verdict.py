@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from hybrid_gateway.tools.bench.late import LateFigures, late_of, read_late_rows
+from hybrid_gateway.tools.bench.late import LateFigures, late_of, read_audit_costs, read_late_rows
 from hybrid_gateway.tools.bench.results import RequestResult
 from hybrid_gateway.tools.bench.verdict import (
     ISSUE_GOALS,
@@ -167,3 +167,18 @@ def test_late_rows_are_joined_to_their_stage(tmp_path: Path) -> None:
     assert figures.cost_usd == pytest.approx(0.02)
     assert late_of([result("d")], rows) == LateFigures()
     assert read_late_rows(tmp_path / "absent.sqlite3") == {}
+
+
+def test_audit_spend_is_joined_to_its_stage(tmp_path: Path) -> None:
+    log = tmp_path / "requests.sqlite3"
+    with sqlite3.connect(log) as db:
+        db.execute("CREATE TABLE requests (request_id TEXT)")
+    assert read_audit_costs(log) == {}  # a log written with audits off
+    with sqlite3.connect(log) as db:
+        db.execute("CREATE TABLE audits (request_id TEXT PRIMARY KEY, cost_usd REAL NOT NULL)")
+        db.executemany("INSERT INTO audits VALUES (?, ?)", [("a", 0.03), ("x", 0.5)])
+    audits = read_audit_costs(log)
+    figures = late_of([result("a"), result("d"), result(None)], {}, audits)
+    assert figures.audits == 1 and figures.audit_cost_usd == pytest.approx(0.03)
+    assert (figures.deliveries, figures.cost_usd) == (0, 0.0)
+    assert read_audit_costs(tmp_path / "absent.sqlite3") == {}

@@ -166,6 +166,7 @@ async def test_models_health_and_stats() -> None:
         models = await sdk.models.list()
         assert [(m.id, m.object) for m in models.data] == [("light", "model")]
         assert await get_json(f"{url}/healthz") == {"status": "ok"}
+        assert await get_json(f"{url}/health") == {"status": "ok"}
         await sdk.chat.completions.create(model="light", messages=MESSAGES)
         stats = await get_json(f"{url}/stats")
     assert stats["served"] == 1 and stats["errors"] == 0

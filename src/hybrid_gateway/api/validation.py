@@ -130,10 +130,15 @@ def _tool_call_ids(where: str, calls: Any) -> set[str]:
                 _missing(f"{at}.id")
             _invalid_type(f"{at}.id", "a string")
         kind = call.get("type", "function")
-        if kind not in TOOL_TYPES:
+        if not _one_of(kind, TOOL_TYPES):
             _bad_value(f"{at}.type", kind, TOOL_TYPES)
         ids.add(call_id)
     return ids
+
+
+def _one_of(value: Any, allowed: frozenset[str]) -> bool:
+    """``value`` is one of ``allowed`` (a JSON array or object never is: no hashing)."""
+    return isinstance(value, str) and value in allowed
 
 
 def _check_parts(where: str, role: str, parts: list[Any]) -> None:
@@ -235,7 +240,7 @@ def _check_response_format(value: Any) -> None:
     kind = value.get("type")
     if kind is None:
         _missing("response_format.type")
-    if kind not in RESPONSE_FORMATS:
+    if not _one_of(kind, RESPONSE_FORMATS):
         _bad_value("response_format.type", kind, RESPONSE_FORMATS)
     if kind != "json_schema":
         return
@@ -256,7 +261,7 @@ def _check_tools(value: Any) -> None:
         kind = tool.get("type")
         if kind is None:
             _missing(f"{at}.type")
-        if kind not in TOOL_TYPES:
+        if not _one_of(kind, TOOL_TYPES):
             _bad_value(f"{at}.type", kind, TOOL_TYPES)
         spec = _object(f"{at}.{kind}", tool.get(kind))
         _check_name(f"{at}.{kind}.name", spec.get("name"))
@@ -267,11 +272,11 @@ def _check_tools(value: Any) -> None:
 
 def _check_tool_choice(value: Any) -> None:
     if isinstance(value, str):
-        if value not in TOOL_CHOICE_MODES:
+        if not _one_of(value, TOOL_CHOICE_MODES):
             _bad_value("tool_choice", value, TOOL_CHOICE_MODES)
         return
     kind = value.get("type")
-    if kind not in TOOL_CHOICE_TYPES:
+    if not _one_of(kind, TOOL_CHOICE_TYPES):
         _bad_value("tool_choice.type", kind, TOOL_CHOICE_TYPES)
     spec = _object(f"tool_choice.{kind}", value.get(kind))
     if kind != "allowed_tools":
@@ -280,13 +285,13 @@ def _check_tool_choice(value: Any) -> None:
 
 def _check_modalities(value: Any) -> None:
     for i, item in enumerate(value):
-        if item not in MODALITIES:
+        if not _one_of(item, MODALITIES):
             _bad_value(f"modalities[{i}]", item, MODALITIES)
 
 
 def _enum(name: str) -> Callable[[Any], None]:
     def check(value: Any) -> None:
-        if value not in ENUMS[name]:
+        if not _one_of(value, ENUMS[name]):
             _bad_value(name, value, ENUMS[name])
 
     return check

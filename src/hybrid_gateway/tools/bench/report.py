@@ -143,9 +143,11 @@ def stage_json(stage: StageRun, labels: Mapping[str, Labels], default_s: float) 
 
 
 def _with_late_cost(figures: JsonDict, late: LateFigures) -> JsonDict:
-    """The stage's cost includes what its late answers cost: the heavy model did that work."""
-    if late.cost_usd > 0 and figures["requests"] > 0:
-        figures["cost_usd"] = round(figures["cost_usd"] + late.cost_usd, 6)
+    """The stage's cost includes what its late answers and its audits cost: the heavy model
+    did that work."""
+    extra = late.cost_usd + late.audit_cost_usd
+    if extra > 0 and figures["requests"] > 0:
+        figures["cost_usd"] = round(figures["cost_usd"] + extra, 6)
         figures["cost_per_1k_usd"] = _round(figures["cost_usd"] / figures["requests"] * 1e3, 4)
     return figures
 
@@ -164,6 +166,8 @@ def _project_x_counts(stage: StageRun) -> JsonDict:
         "late_deliveries": stage.late.deliveries,
         "late_failed": stage.late.failed,
         "late_cost_usd": round(stage.late.cost_usd, 6),
+        "audits": stage.late.audits,
+        "audit_cost_usd": round(stage.late.audit_cost_usd, 6),
     }  # fmt: skip
 
 
@@ -264,7 +268,8 @@ def _default_notes() -> list[str]:
         "hybrid-cache is routing rules + exact cache only; `full` is the whole article "
         "(examples/gateway-full.yaml) and the full-no-* rows each remove one part of it.",
         "relative cost = cost per 1k / heavy-only's at the same stage; a stage's cost includes "
-        "the late answers of its deadline fallbacks (the heavy model did that work).",
+        "the late answers of its deadline fallbacks and its audits (shadow answer + judge): "
+        "the heavy model did that work.",
     ]
 
 

@@ -30,7 +30,7 @@ import yaml
 
 from hybrid_gateway.config import parse_config
 from hybrid_gateway.errors import ConfigError
-from hybrid_gateway.tools.bench.late import late_of, read_late_rows
+from hybrid_gateway.tools.bench.late import late_of, read_audit_costs, read_late_rows
 from hybrid_gateway.tools.bench.report import RunInfo, StageRun, build_report, write_report
 from hybrid_gateway.tools.bench.stages import (
     BASELINE,
@@ -189,8 +189,9 @@ def _run_strategy(
     folder.mkdir(parents=True, exist_ok=True)
     print(f"strategy {name}", file=sys.stderr)
     stages = _run_processes(args, plan, name, rate, folder)
-    rows = read_late_rows(folder / "requests.sqlite3")  # the gateway has stopped: all logged
-    return [dataclasses.replace(s, late=late_of(s.results, rows)) for s in stages]
+    log = folder / "requests.sqlite3"  # the gateway has stopped: all logged
+    rows, audits = read_late_rows(log), read_audit_costs(log)
+    return [dataclasses.replace(s, late=late_of(s.results, rows, audits)) for s in stages]
 
 
 def _run_processes(

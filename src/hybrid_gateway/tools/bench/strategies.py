@@ -12,8 +12,10 @@ gateway writes its request log.  The gateway always listens on 127.0.0.1 and a f
 - ``full``: the whole article, ``examples/gateway-full.yaml`` (shipped in the package as
   ``hybrid_gateway/examples/gateway-full.yaml``): rules, the calibrated classifier and gates,
   exact + semantic cache, lane queues, retries, breakers with a backup channel, the heavy lane's
-  deadline fallback, shedding.  Channel models and prices come from the base config, so its
-  cost is comparable with the others'; the backup channel points at the heavy emulator too.
+  deadline fallback, shedding, replica pools (one endpoint per lane here), upstream profiles,
+  audits with the threshold that follows them.  Channel models and prices come from the base
+  config, so its cost is comparable with the others'; the backup channel points at the heavy
+  emulator too; the audits' ``llm`` judge is replaced by the emulator's quality marks.
 - ``full-no-classifier``, ``full-no-semantic``, ``full-no-degrade``: ``full`` with one part
   removed (the classifier; the semantic cache; retries, breakers and backup, the deadline
   fallback and shedding), so the rows show what each part is worth.
@@ -88,12 +90,25 @@ def full(base: Mapping[str, Any], upstreams: Mapping[str, str], request_log: Pat
         priced = {k: v for k, v in channel_of_lane(base, lane).items() if k in _PRICED}
         names = [config["lanes"][lane]["channel"], config["lanes"][lane].get("backup")]
         for name in filter(None, names):
-            config["channels"][name] = {**config["channels"][name], **priced, "base_url": url}
+            config["channels"][name] = _pointed_at({**config["channels"][name], **priced}, url)
     config = _common(config, {}, request_log)
     semantic = config.get("cache", {}).get("semantic")
     if isinstance(semantic, dict) and semantic.get("path"):
         semantic["path"] = str(request_log.with_name("semantic-cache.sqlite3"))
+    judge = config.get("learning", {}).get("audit", {}).get("judge")
+    if isinstance(judge, dict) and judge.get("kind") == "llm":
+        # the emulator cannot compare two answers; its quality marks are the judge here
+        config["learning"]["audit"]["judge"] = {"kind": "marks"}
     return config
+
+
+def _pointed_at(channel: JsonDict, url: str) -> JsonDict:
+    """``channel`` served by the one emulator at ``url``: a pool keeps its policy and health
+    settings with that one endpoint (the bench runs one server per lane for every strategy)."""
+    if channel.get("endpoints"):
+        first = dict(channel["endpoints"][0])
+        return {**channel, "endpoints": [{**first, "url": url}]}
+    return {**channel, "base_url": url}
 
 
 def full_no_classifier(
@@ -138,7 +153,9 @@ STRATEGY_NOTES: Mapping[str, str] = {
     "hybrid": "the base config's routing rules; caches off; no retries or breakers",
     "hybrid-cache": "the base config's routing rules + exact cache; no retries or breakers",
     "full": "examples/gateway-full.yaml: rules, calibrated classifier and gates, exact + "
-    "semantic cache, lane queues, retries, breakers + backup, heavy deadline fallback, shedding",
+    "semantic cache (write-behind), lane queues, retries, breakers + backup, heavy deadline "
+    "fallback, shedding, replica pools, upstream profiles, audits (marks judge) + learned "
+    "cache threshold",
     "full-no-classifier": "full without the classifier (unruled requests go to the default lane)",
     "full-no-semantic": "full without the semantic cache (exact cache only)",
     "full-no-degrade": "full without retries, breakers + backup, deadline fallback and shedding",

@@ -1,9 +1,10 @@
 """The emulator's HTTP face: an OpenAI-compatible aiohttp application.
 
 Endpoints: ``POST /v1/chat/completions`` (plain and SSE streaming), ``GET /v1/models``,
-``GET /healthz`` and ``GET /stats``.  Each chat request goes: parse -> scripted/random fault ->
-answer text -> either straight back (``zero_delay``) or through the batching ``Engine``, whose
-token timeline paces the response.
+``GET /healthz`` (and ``GET /health``, the path vLLM, SGLang and llama.cpp serve, which a
+replica pool's active checks probe) and ``GET /stats``.  Each chat request goes: parse ->
+scripted/random fault -> answer text -> either straight back (``zero_delay``) or through the
+batching ``Engine``, whose token timeline paces the response.
 
 Run it with ``handler_cancellation=True`` (the CLI does) so a client that hangs up cancels its
 request and frees its batch slot, as vLLM aborts requests on disconnect.
@@ -294,5 +295,6 @@ def create_emulator_app(
     app.router.add_post("/v1/chat/completions", service.chat_completions)
     app.router.add_get("/v1/models", service.models)
     app.router.add_get("/healthz", service.healthz)
+    app.router.add_get("/health", service.healthz)
     app.router.add_get("/stats", service.stats)
     return app
