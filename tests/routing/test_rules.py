@@ -99,3 +99,16 @@ async def test_per_tenant_forced_tier() -> None:
     ])  # fmt: skip
     assert await route("hi", router=router, tenant="vip") == ("heavy", "vip-heavy")
     assert await route("hi", router=router, tenant="other") == ("light", "short-light")
+
+
+async def test_min_numbers_sends_a_short_calculation_on_before_the_short_rule() -> None:
+    config = load_config(EXAMPLE).model_dump(mode="json")
+    numbers = {"name": "numbers", "when": {"min_numbers": 2, "max_chars": 400}, "lane": "heavy"}
+    config["routing"]["rules"].insert(0, numbers)
+    router = build_router(parse_config(config), config_path=EXAMPLE, embedder=None)
+    for question in ("一种衣服打九折出售，每件卖45元，3件多少元？", "What is 192 / 24.5?",
+                     "借13000分20期还每月还多少", "1,000 or 2?"):  # fmt: skip
+        assert await route(question, router=router) == ("heavy", "numbers")
+    # one number ("3.5" and "1,000" are one each) is not a calculation
+    for question in ("26号什么时候扣款", "什么是向量数据库?", "What is 3.5?", "Is 1,000 a lot?"):
+        assert await route(question, router=router) == ("light", "short-single-turn")

@@ -140,6 +140,8 @@ def test_each_ablation_removes_one_part(
     }  # fmt: skip
     assert {part for part, on in parts.items() if not on} == {removed}
     assert config.cache.exact.enabled and heavy.queue is not None  # kept in every ablation
+    handed_on = [r.name for r in config.routing.rules if r.action == "classifier"]
+    assert handed_on == ([] if removed == "classifier" else ["calculation-to-classifier"])
 
 
 @pytest.mark.parametrize("name", ["heavy-only", "hybrid", "hybrid-cache"])

@@ -9,6 +9,7 @@ the client asked for a lane's model directly (``routing/router.py``), or ``defau
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -102,6 +103,14 @@ def extract_features(
     )
 
 
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)?")
+
+
+def _has_numbers(text: str, least: int) -> bool:
+    """``text`` has at least ``least`` numbers (read only as far as needed)."""
+    return any(seen >= least for seen, _ in enumerate(_NUMBER.finditer(text), start=1))
+
+
 def _holds(when: RuleCondition, f: RequestFeatures, tenant: str) -> bool:
     checks = (
         not when.tenants or tenant in when.tenants,
@@ -111,6 +120,7 @@ def _holds(when: RuleCondition, f: RequestFeatures, tenant: str) -> bool:
         when.has_code_block is None or f.has_code_block == when.has_code_block,
         when.max_user_turns is None or f.user_turns <= when.max_user_turns,
         when.min_user_turns is None or f.user_turns >= when.min_user_turns,
+        when.min_numbers is None or _has_numbers(f.question, when.min_numbers),
         when.has_attachment is None or f.has_attachment == when.has_attachment,
         not when.document_types or any(d.lower() in f.document_types for d in when.document_types),
     )

@@ -33,6 +33,9 @@ class RuleCondition(Strict):
     has_code_block: bool | None = None
     max_user_turns: PositiveInt | None = None
     min_user_turns: PositiveInt | None = None
+    # Numbers in the last user message (runs of digits, "3.5" is one): a short question that
+    # carries two or more is a calculation more often than a lookup.
+    min_numbers: PositiveInt | None = None
     # A content part that is not text (image_url, input_image, file, input_file, input_audio).
     has_attachment: bool | None = None
     # metadata.document_type, or the extension of an attached file's filename (lower-case).

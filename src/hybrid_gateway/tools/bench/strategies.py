@@ -114,10 +114,13 @@ def _pointed_at(channel: JsonDict, url: str) -> JsonDict:
 def full_no_classifier(
     base: Mapping[str, Any], upstreams: Mapping[str, str], request_log: Path
 ) -> JsonDict:
-    """``full`` without the learned stage: what no rule decides goes to the default lane."""
+    """``full`` without the learned stage: what no rule decides goes to the default lane, and
+    rules that hand a request to the classifier are gone (the next rule decides it)."""
     config = full(base, upstreams, request_log)
     config["routing"]["classifier"] = None
     config["routing"]["exemplars"] = None
+    rules = config["routing"].get("rules") or []
+    config["routing"]["rules"] = [r for r in rules if r.get("action") != "classifier"]
     return config
 
 
