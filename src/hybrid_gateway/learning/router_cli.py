@@ -14,19 +14,15 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
 from zoneinfo import ZoneInfo
-
-import numpy as np
-import numpy.typing as npt
 
 from hybrid_gateway.accounting.log_source import config_source
 from hybrid_gateway.accounting.report import ReportError, parse_instant
 from hybrid_gateway.config import GatewayConfig, load_config
 from hybrid_gateway.errors import ConfigError
 from hybrid_gateway.learning.labels import read_labels
-from hybrid_gateway.learning.router_fit import fit_with_prior, outcome_rows, replay
+from hybrid_gateway.learning.router_fit import outcome_rows, train_candidate
 from hybrid_gateway.routing.build import default_model_path, model_path
 from hybrid_gateway.routing.classifier import RouterModelError, load_model
 from hybrid_gateway.routing.dataset import bundled_embedder, embed_rows
@@ -90,22 +86,16 @@ def _train(args: argparse.Namespace) -> int:
         model_path(classifier.model, args.config) if classifier else default_model_path()
     )
     prior = load_model(prior_file, None)
-    embedder = bundled_embedder()
-    data = embed_rows(rows, embedder, getattr(args, "embed_cache", None))
-    train = data.subset(_first(len(rows), cut))
-    held_out = data.subset(~_first(len(rows), cut))
-    candidate = fit_with_prior(train, prior, l2=args.prior_l2)
-    result = replay(prior, candidate, held_out)
+    data = embed_rows(rows, bundled_embedder(), getattr(args, "embed_cache", None))
+    trained = train_candidate(data, prior, holdout=args.holdout, l2=args.prior_l2)
+    result, candidate = trained.replay, trained.model
     print(result.describe())
-    figures = {"labels": result.labels, "live": result.live_area,
-               "candidate": result.candidate_area}  # fmt: skip
-    candidate = replace(candidate, info=dict(candidate.info, replay=figures))
     if args.candidate_out is not None:
         candidate.save(args.candidate_out)
     if not result.accepted:
         return 1
     candidate.save(args.out)
-    print(f"wrote {args.out}: trained on {cut} audited questions, prior {prior_file}")
+    print(f"wrote {args.out}: trained on {trained.trained} audited questions, prior {prior_file}")
     return 0
 
 
@@ -114,10 +104,3 @@ def _rows(config: GatewayConfig, args: argparse.Namespace) -> list[OutcomeRow]:
     since = parse_instant(args.since, now, ZoneInfo("UTC"))
     with config_source(config, args.config) as source:
         return outcome_rows(read_labels(source, since, now + 1))
-
-
-def _first(n: int, cut: int) -> npt.NDArray[np.bool_]:
-    """The oldest ``cut`` of ``n`` rows (``outcome_rows`` orders them by time)."""
-    mask = np.zeros(n, dtype=bool)
-    mask[:cut] = True
-    return mask

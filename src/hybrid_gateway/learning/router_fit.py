@@ -36,7 +36,14 @@ from hybrid_gateway.routing.heads import LinearHead
 from hybrid_gateway.routing.outcomes import OutcomeRow
 from hybrid_gateway.routing.training import TrainingSet, scores_of, soft_targets
 
-__all__ = ["ReplayResult", "fit_with_prior", "outcome_rows", "replay"]
+__all__ = [
+    "Candidate",
+    "ReplayResult",
+    "fit_with_prior",
+    "outcome_rows",
+    "replay",
+    "train_candidate",
+]
 
 F64 = npt.NDArray[np.float64]
 
@@ -124,3 +131,30 @@ def _area(scores: F64, light_ok: npt.NDArray[np.bool_], heavy_ok: npt.NDArray[np
     gain = heavy_ok[order].astype(np.float64) - light_ok[order].astype(np.float64)
     quality = float(light_ok.sum()) + np.concatenate([[0.0], np.cumsum(gain)])
     return float(quality.mean() / n)
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    model: ClassifierModel  # with its replay's figures in ``info["replay"]``
+    replay: ReplayResult
+    trained: int  # the oldest rows it was fitted on
+    held_out: TrainingSet  # the latest rows, which it never saw
+
+
+def train_candidate(
+    data: TrainingSet, prior: ClassifierModel, *, holdout: float, l2: float
+) -> Candidate:
+    """The oldest ``1 - holdout`` of ``data`` (oldest first) fit a candidate pulled towards
+    ``prior``; the rest replays both (``router train --from-log`` and the automatic update)."""
+    n = len(data.rows)
+    first = np.zeros(n, dtype=bool)
+    first[: int(n * (1 - holdout))] = True
+    held_out = data.subset(~first)
+    candidate = fit_with_prior(data.subset(first), prior, l2=l2)
+    result = replay(prior, candidate, held_out)
+    figures = {"labels": result.labels, "live": result.live_area,
+               "candidate": result.candidate_area}  # fmt: skip
+    info = dict(candidate.info, replay=figures)
+    model = ClassifierModel(candidate.namespace, candidate.head, candidate.feature_mean,
+                            candidate.feature_std, info)  # fmt: skip
+    return Candidate(model, result, int(first.sum()), held_out)

@@ -1,6 +1,7 @@
 """`hybrid-gateway router calibrate`: pick the threshold under a quality floor and write it.
 
     router calibrate --data FILE --model MODEL.npz --quality-floor 0.95 --config gateway.yaml
+    router calibrate --from-log [LOG_OR_CONFIG] --config gateway.yaml   audited router traffic
 
 Writes ``curve.csv`` (threshold, heavy share, cost, quality), ``gates.csv``, ``calibration.json``
 and ``curve.png`` under ``--out``, then sets ``routing.classifier.threshold`` (and ``model``,
@@ -17,23 +18,34 @@ import json
 import sys
 from pathlib import Path
 
+from hybrid_gateway.accounting.report import ReportError
 from hybrid_gateway.config import GatewayConfig, load_config
 from hybrid_gateway.embedding.base import namespace_of
 from hybrid_gateway.errors import ConfigError
-from hybrid_gateway.routing.build import default_model_path
+from hybrid_gateway.learning.from_log import (
+    FromLogError,
+    add_from_log_flag,
+    audited_router_rows,
+    read_audits,
+)
+from hybrid_gateway.routing.build import default_model_path, model_path
 from hybrid_gateway.routing.calibration import Calibration, calibrate
 from hybrid_gateway.routing.classifier import RouterModelError, load_model
 from hybrid_gateway.routing.cli import add_data_arguments, columns_of
 from hybrid_gateway.routing.config_edit import update_config_file
 from hybrid_gateway.routing.dataset import bundled_embedder, embed_rows, load_rows
-from hybrid_gateway.routing.outcomes import OutcomeDataError
+from hybrid_gateway.routing.outcomes import OutcomeDataError, OutcomeRow
 from hybrid_gateway.routing.training import scores_of
 from hybrid_gateway.tools.cliargs import float_at_least, int_at_least
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--data", type=Path, required=True, help="an outcome or label file")
-    parser.add_argument("--model", type=Path, help="model file (default: the packaged model)")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--data", type=Path, help="an outcome or label file")
+    add_from_log_flag(source)  # --from-log: the router audits (learning/from_log.py)
+    parser.add_argument("--since", default="30d", help="--from-log: audits since (30d)")
+    parser.add_argument("--model", type=Path, help="model file (default: the packaged model; "
+                        "with --from-log the config's routing.classifier.model)")  # fmt: skip
     parser.add_argument(
         "--quality-floor",
         type=float,
@@ -81,10 +93,10 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         config = load_config(args.config)
-        rows = load_rows([args.data], columns_of(args))
+        rows = _rows(args, config)
         embedder = bundled_embedder()
-        model = load_model(args.model or default_model_path(), namespace_of(embedder))
-    except (ConfigError, OutcomeDataError, RouterModelError) as exc:
+        model = load_model(args.model or _model_of(args, config), namespace_of(embedder))
+    except (ConfigError, OutcomeDataError, RouterModelError, FromLogError, ReportError) as exc:
         print(f"router calibrate: {exc}", file=sys.stderr)
         return 2
     data = embed_rows(rows, embedder, args.embed_cache)
@@ -118,6 +130,20 @@ def run(args: argparse.Namespace) -> int:
         print(f"updated {args.config} (previous version: {backup})")
     print(f"curve: {args.out / 'curve.csv'}, {args.out / 'curve.png'}")
     return 0
+
+
+def _rows(args: argparse.Namespace, config: GatewayConfig) -> list[OutcomeRow]:
+    if args.from_log is None:
+        return load_rows([args.data], columns_of(args))
+    labels = read_audits(args.from_log, args.config, args.since, categories=True)
+    return audited_router_rows(labels)
+
+
+def _model_of(args: argparse.Namespace, config: GatewayConfig) -> Path:
+    classifier = config.routing.classifier
+    if args.from_log is None or classifier is None:
+        return default_model_path()
+    return model_path(classifier.model, args.config)
 
 
 def _summary(result: Calibration, floor: float, light_cost: float) -> str:

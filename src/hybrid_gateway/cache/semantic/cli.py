@@ -10,6 +10,8 @@
     cache eval | calibrate ... --reranker MODEL.npz [PART2.npz]   the cross-encoder's rule
     cache report --config gateway.yaml [--since 7d] [--json]   false-hit bounds from the audits
     cache pairs --from-log --config gateway.yaml --out audited.jsonl   audited hits as pairs
+    cache calibrate | train-verifier | train-reranker --from-log [LOG_OR_CONFIG] ...
+        the audited hits as the labelled pairs, no file to make (docs/learning.md)
 
 Embeddings come from the config's ``embedding`` section (``--config``) or the bundled default,
 and are kept in ``--embeddings-cache`` (by model version and text hash) so a rerun with another
@@ -71,6 +73,7 @@ from hybrid_gateway.embedding.factory import SharedEmbedder, build_embedder
 from hybrid_gateway.embedding.settings import EmbeddingConfig
 from hybrid_gateway.errors import ConfigError
 from hybrid_gateway.learning import cache_report_cli
+from hybrid_gateway.learning.from_log import add_pair_source, use_audited_pairs
 
 _DEFAULT_CACHE = Path(tempfile.gettempdir()) / "hybrid-gateway-embeddings.sqlite3"
 
@@ -85,7 +88,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     ev.add_argument("--json", action="store_true", help="print one JSON object")
     ev.add_argument("--curve-out", type=Path, help="folder for curve CSV + PNG")
     cal = sub.add_parser("calibrate", help="calibrate on pairs, write the decision to a config")
-    cal.add_argument("--pairs", nargs="+", required=True, help="DEV pair file(s)")
+    add_pair_source(cal, "DEV pair file(s)")  # or --from-log: the cache audits as pairs
     cal.add_argument("--config", type=Path, required=True, help="the gateway YAML to update")
     cal.add_argument(
         "--split-seed",
@@ -94,7 +97,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "`train-verifier --split-seed` with the same seed left unseen)",
     )
     tr = sub.add_parser("train-verifier", help="train the learned pair verifier on pairs")
-    tr.add_argument("--pairs", nargs="+", required=True, help="training pair file(s)")
+    add_pair_source(tr, "training pair file(s)")  # or --from-log
     tr.add_argument("--out", type=Path, required=True, help="the model file to write (.npz)")
     tr.add_argument(
         "--split-seed",
@@ -149,6 +152,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     # every failure below is one line naming the file (and line or field) and exit code 2
     try:
+        problem = use_audited_pairs(args)  # --from-log: the audited hits are the pairs
+        if problem is not None:
+            print(problem, file=sys.stderr)
+            return 2
         if args.action == "train-reranker":
             return cli_reranker.train(args)
         if args.action in cache_report_cli.ACTIONS:  # report, pairs: from the audits

@@ -18,13 +18,14 @@ from hybrid_gateway.cache.semantic.cross_encoder import CrossEncoderError, load_
 from hybrid_gateway.cache.semantic.cross_encoder_train import FineTuneSettings, train_cross_encoder
 from hybrid_gateway.cache.semantic.evaluate import inner_seed
 from hybrid_gateway.cache.semantic.pairs import load_pairs, split_pairs
+from hybrid_gateway.learning.from_log import add_pair_source
 
 _DEFAULTS = FineTuneSettings()
 
 
 def configure(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     tr = sub.add_parser("train-reranker", help="fine-tune the bundled e5 as a pair cross-encoder")
-    tr.add_argument("--pairs", nargs="+", required=True, help="training pair file(s)")
+    add_pair_source(tr, "training pair file(s)")  # or --from-log LOG_OR_CONFIG: the audits
     tr.add_argument("--out", type=Path, required=True, help="the model file to write (.npz)")
     tr.add_argument("--split-seed", type=int,
                     help="train only on the verifier's training half of the DEV half of each "
