@@ -58,16 +58,16 @@ def request(request_id: str, at: float, category: str) -> RequestRecord:
 
 
 async def write_router_audits(
-    log: Path, start: float, count: int, *, prompts: bool = True, flip: bool = False
+    log: Path, start: float, count: int, *, prompts: bool = True, light_fine: bool = False
 ) -> None:
     """``count`` router audits from ``start`` (one a second): the simple questions' light
-    answer as good as heavy's, the complex ones' worse (``flip``: the other way round)."""
+    answer as good as heavy's, the complex ones' worse (``light_fine``: every one as good)."""
     requests = SqliteRequestLog(log)
     store = SqliteVerdictStore(log)
     for n in range(count):
         simple = n % 2 == 0
         text = (SIMPLE if simple else COMPLEX)[(n // 2) % 6] + f" ({start:.0f}-{n})"
-        verdict = "equivalent" if simple != flip else "a_worse"
+        verdict = "equivalent" if simple or light_fine else "a_worse"
         requests.write(request(f"req_r{n}", start + n, "faq" if simple else "maths"))
         await store.save(router_row(n, start + n, text if prompts else None, verdict))
     requests.close()

@@ -56,6 +56,8 @@ def create_app(
         app[routes.RUNTIME] = runtime
         if runtime.shared is not None:
             runtime.shared.start()  # breaker + budget sync with the shared store
+        if runtime.router_update is not None:
+            runtime.router_update.start()  # learning.router_update: train, version, follow
         yield
         await runtime.aclose()
 

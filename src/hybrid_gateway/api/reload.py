@@ -134,7 +134,8 @@ def _build(
     swaps: list[Callable[[], None]] = []
     pipeline = runtime.pipeline
     if "routing" in changed:
-        router = build_router(new, config_path=path, embedder=runtime.embedder)
+        router = build_router(new, config_path=path, embedder=runtime.embedder,
+                              live=runtime.router_live)  # a versioned model stays in use
         swaps.append(partial(pipeline.replace_router, router))
     stage = runtime.semantic
     if "cache.semantic" in changed and stage is not None and runtime.embedder is not None:

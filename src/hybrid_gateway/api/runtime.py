@@ -23,7 +23,9 @@ from hybrid_gateway.config import GatewayConfig, read_api_key, resolve_path
 from hybrid_gateway.embedding.factory import SharedEmbedder, build_embedder
 from hybrid_gateway.learning.auditor import Auditor
 from hybrid_gateway.learning.build import build_auditor
+from hybrid_gateway.learning.build_update import build_router_update, live_model_slot
 from hybrid_gateway.learning.metrics import AuditMetrics
+from hybrid_gateway.learning.router_update import RouterUpdater
 from hybrid_gateway.observability.build_log import build_request_log
 from hybrid_gateway.observability.journaled_log import RequestLog
 from hybrid_gateway.observability.logs import RequestLines
@@ -36,6 +38,7 @@ from hybrid_gateway.resilience.dispatch import Dispatcher, DispatchParts, LaneCh
 from hybrid_gateway.resilience.lanes import LaneGates
 from hybrid_gateway.resilience.retry import RetryBudget, RetryPolicy
 from hybrid_gateway.routing.build import build_router
+from hybrid_gateway.routing.router import LiveModel
 from hybrid_gateway.stores.health import StoreHealth
 from hybrid_gateway.stores.shared import SharedState, build_shared_state
 from hybrid_gateway.tenancy.admission import Tenancy, build_tenancy
@@ -73,6 +76,10 @@ class GatewayRuntime:
     inflight: InFlight = field(default_factory=InFlight)
     # learning.audit: sampled shadow audits of settled answers (None: off).
     auditor: Auditor | None = None
+    # learning.router_update: the versioned classifier model the router reads, and the task
+    # that trains, versions and follows it (None: off).
+    router_live: LiveModel | None = None
+    router_update: RouterUpdater | None = None
 
     def record_done(self, record: RequestRecord) -> None:
         """Log and count a finished request (before its response is acknowledged)."""
@@ -86,6 +93,8 @@ class GatewayRuntime:
 
     async def aclose(self) -> None:
         await self.degradation.aclose()  # background requests first: they log as they stop
+        if self.router_update is not None:
+            await self.router_update.aclose()
         if self.auditor is not None:
             await self.auditor.aclose()
         for channel in self.channels.values():
@@ -130,7 +139,8 @@ def build_runtime(
         if config.cache.semantic.enabled or config.routing.learned
         else None
     )
-    router = build_router(config, config_path=config_path, embedder=embedder)
+    live = live_model_slot(config)  # learning.router_update: the versioned model
+    router = build_router(config, config_path=config_path, embedder=embedder, live=live)
     metrics.config_loaded.set(time.time())
     # stores.records: postgres: one health for this process's PostgreSQL calls (request log,
     # feedback, semantic vectors), so /healthz and the store_up gauge tell one story.
@@ -189,6 +199,10 @@ def build_runtime(
         request_log=request_log, metrics=AuditMetrics(metrics.registry),
         semantic=semantic, clock=clock,
     )  # fmt: skip
+    router_update = build_router_update(
+        config, config_path, request_log=request_log, embedder=embedder, live=live,
+        clock=clock, registry=metrics.registry,
+    )  # fmt: skip
     pipeline = Pipeline(
         PipelineParts(router=router, dispatcher=dispatcher, prices=prices,
                       exact_cache=pipeline_cache, clock=clock,
@@ -204,7 +218,8 @@ def build_runtime(
         model_ids=frozenset(m.id for m in config.models), ids=RequestIds(), tenancy=tenancy,
         degradation=degradation, semantic=semantic, embedder=embedder, shared=shared,
         health=ChannelHealth(list(channels), config.server.health.failed_requests),
-        dispatcher=dispatcher, lines=lines, auditor=auditor,
+        dispatcher=dispatcher, lines=lines, auditor=auditor, router_live=live,
+        router_update=router_update,
     )  # fmt: skip
 
 

@@ -72,7 +72,7 @@ def add_pair_source(parser: argparse.ArgumentParser, help_text: str) -> None:
 def use_audited_pairs(args: argparse.Namespace) -> str | None:
     """With ``--from-log``: ``args.pairs`` becomes the audits' pair file (removed at exit);
     the one-line error when the audits cannot give one."""
-    if getattr(args, "from_log", None) is None:
+    if not isinstance(getattr(args, "from_log", None), str):  # `cache pairs --from-log`: a flag
         return None
     try:
         labels = read_audits(args.from_log, getattr(args, "config", None), args.since)

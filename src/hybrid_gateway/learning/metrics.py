@@ -11,7 +11,10 @@ __all__ = [
     "AUDIT_COST_USD",
     "CACHE_THRESHOLD",
     "FALSE_HIT_BOUND",
+    "ROUTER_MODEL_VERSION",
+    "ROUTER_UPDATES",
     "AuditMetrics",
+    "RouterUpdateMetrics",
 ]
 
 AUDITS = "hybrid_gateway_audits"  # counter: kind (router|cache), outcome (a verdict, or why none)
@@ -19,6 +22,8 @@ AUDITS_SKIPPED = "hybrid_gateway_audits_skipped"  # counter: kind, reason
 AUDIT_COST_USD = "hybrid_gateway_audit_cost_usd"  # counter: kind
 FALSE_HIT_BOUND = "hybrid_gateway_cache_false_hit_bound"  # gauge: scope
 CACHE_THRESHOLD = "hybrid_gateway_cache_threshold"  # gauge
+ROUTER_MODEL_VERSION = "hybrid_gateway_router_model_version"  # gauge: 0 = the config file's
+ROUTER_UPDATES = "hybrid_gateway_router_updates"  # counter: outcome
 
 
 class AuditMetrics:
@@ -56,3 +61,20 @@ class AuditMetrics:
 
     def skip(self, kind: str, reason: str) -> None:
         self.skipped.inc((kind, reason))
+
+
+class RouterUpdateMetrics:
+    """``learning.router_update``: the live model's version and what each attempt ended in."""
+
+    def __init__(self, registry: Registry) -> None:
+        self.version = registry.add(Gauge(
+            ROUTER_MODEL_VERSION,
+            "The classifier model version in use (router_models table; 0: the config's file)",
+        ))  # fmt: skip
+        self.version.set(0)
+        self.updates = registry.add(Counter(
+            ROUTER_UPDATES, "Router update attempts and version loads, by outcome", ["outcome"],
+        ))  # fmt: skip
+
+    def outcome(self, outcome: str) -> None:
+        self.updates.inc((outcome,))

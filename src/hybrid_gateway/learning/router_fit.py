@@ -24,7 +24,7 @@ sent light, so the replay compares rankings there, not the live model's own oper
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -38,6 +38,7 @@ from hybrid_gateway.routing.training import TrainingSet, scores_of, soft_targets
 
 __all__ = [
     "Candidate",
+    "Fit",
     "ReplayResult",
     "fit_with_prior",
     "outcome_rows",
@@ -141,8 +142,15 @@ class Candidate:
     held_out: TrainingSet  # the latest rows, which it never saw
 
 
+Fit = Callable[[TrainingSet, ClassifierModel, float], ClassifierModel]
+
+
+def _fit(data: TrainingSet, prior: ClassifierModel, l2: float) -> ClassifierModel:
+    return fit_with_prior(data, prior, l2=l2)
+
+
 def train_candidate(
-    data: TrainingSet, prior: ClassifierModel, *, holdout: float, l2: float
+    data: TrainingSet, prior: ClassifierModel, *, holdout: float, l2: float, fit: Fit = _fit
 ) -> Candidate:
     """The oldest ``1 - holdout`` of ``data`` (oldest first) fit a candidate pulled towards
     ``prior``; the rest replays both (``router train --from-log`` and the automatic update)."""
@@ -150,7 +158,7 @@ def train_candidate(
     first = np.zeros(n, dtype=bool)
     first[: int(n * (1 - holdout))] = True
     held_out = data.subset(~first)
-    candidate = fit_with_prior(data.subset(first), prior, l2=l2)
+    candidate = fit(data.subset(first), prior, l2)
     result = replay(prior, candidate, held_out)
     figures = {"labels": result.labels, "live": result.live_area,
                "candidate": result.candidate_area}  # fmt: skip

@@ -19,6 +19,7 @@ from hybrid_gateway.configbase import FieldError, Fraction, NonNegFloat, Positiv
 
 __all__ = [
     "AuditConfig", "AuditStreamConfig", "CacheThresholdConfig", "JudgeConfig", "LearningConfig",
+    "RouterUpdateConfig",
 ]  # fmt: skip
 
 JudgeKind = Literal["llm", "marks", "feedback"]
@@ -83,15 +84,47 @@ class CacheThresholdConfig(Strict):
         return self
 
 
+class RouterUpdateConfig(Strict):
+    """The router retrained on its audits, swapped in when better (``router_update.py``)."""
+
+    enabled: bool = False
+    # false: this replica only follows the live version in the records store (never trains).
+    train: bool = True
+    # Usable router audits (a verdict and the question stored) before a candidate is trained.
+    min_labels: Annotated[int, Field(ge=20)] = 200
+    # Seconds between two trainings (on the gateway's clock).
+    interval_s: Annotated[float, Field(gt=0)] = 3600.0
+    # The latest share of the audits kept out of the fit, for the replay.
+    holdout_share: Annotated[float, Field(gt=0, lt=1)] = 0.3
+    # Seconds between two looks at the records store's live version (a rollback, a replica).
+    poll_s: Annotated[float, Field(gt=0)] = 60.0
+    # The pull of the candidate's weights towards the live model's.
+    prior_l2: Annotated[float, Field(gt=0)] = 30.0
+    # Audits older than this are not read (seconds).
+    window_s: Annotated[float, Field(gt=0)] = 30 * 86400.0
+
+
 class LearningConfig(Strict):
     audit: AuditConfig = AuditConfig()
     cache_threshold: CacheThresholdConfig = CacheThresholdConfig()
+    router_update: RouterUpdateConfig = RouterUpdateConfig()
 
     @model_validator(mode="after")
     def _threshold_needs_audits(self) -> LearningConfig:
         if self.cache_threshold.enabled and not (self.audit.enabled and self.audit.cache.rate):
             raise FieldError(
                 "cache_threshold.enabled", "false, or audit.enabled with a cache.rate above 0"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _update_needs_audits(self) -> LearningConfig:
+        update = self.router_update
+        if update.enabled and update.train and not (self.audit.enabled and self.audit.router.rate):
+            raise FieldError(
+                "router_update.enabled",
+                "false, or audit.enabled with a router.rate above 0 (or router_update.train: "
+                "false, to follow the live version only)",
             )
         return self
 

@@ -15,7 +15,7 @@ from hybrid_gateway.embedding.base import AsyncEmbedder
 from hybrid_gateway.errors import ConfigError
 from hybrid_gateway.routing.classifier import ClassifierModel, RouterModelError, load_model
 from hybrid_gateway.routing.exemplars import ExemplarClassifier, load_exemplars
-from hybrid_gateway.routing.router import GatewayRouter, Learned
+from hybrid_gateway.routing.router import GatewayRouter, Learned, LiveModel
 from hybrid_gateway.routing.settings import DEFAULT_MODEL
 from hybrid_gateway.types import RouteDecision
 
@@ -32,7 +32,11 @@ def model_path(value: str, config_path: str | Path | None) -> Path:
 
 
 def build_router(
-    config: GatewayConfig, *, config_path: str | Path | None, embedder: AsyncEmbedder | None
+    config: GatewayConfig,
+    *,
+    config_path: str | Path | None,
+    embedder: AsyncEmbedder | None,
+    live: LiveModel | None = None,
 ) -> GatewayRouter:
     source = str(config_path or "<config>")
     routing = config.routing
@@ -62,6 +66,7 @@ def build_router(
             exemplars=exemplars,
             model=model,
             threshold=threshold,
+            live=live,  # learning.router_update: the versioned model, when one is live
         )
     return GatewayRouter(
         routing,

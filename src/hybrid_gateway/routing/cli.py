@@ -29,6 +29,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "hybrid_gateway.routing.calibrate_cli",
         "pick the cheapest threshold meeting a quality floor; category gates; CSV + PNG",
     ),
+    # learning.router_update: the versions in the records store (learning/versions_cli.py)
+    "versions": ("hybrid_gateway.learning.versions_cli", "list the classifier model versions"),
+    "rollback": ("hybrid_gateway.learning.versions_cli", "make an earlier model version live"),
 }
 
 

@@ -31,6 +31,22 @@ CLASSIFIER_RULE = "classifier"
 
 
 @dataclass(frozen=True, slots=True)
+class VersionedModel:
+    """A classifier model from the records store's versions (learning/router_update.py)."""
+
+    model: ClassifierModel
+    version: int
+
+
+class LiveModel:
+    """Where the automatic update puts the model the classifier uses instead of its file's: one
+    immutable reference, replaced whole (a request reads it once); None: the file's model."""
+
+    def __init__(self) -> None:
+        self.current: VersionedModel | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Learned:
     """The learned stages and the two lanes they choose between."""
 
@@ -39,6 +55,8 @@ class Learned:
     exemplars: ExemplarClassifier | None = None
     model: ClassifierModel | None = None
     threshold: float = 0.5
+    # learning.router_update: a versioned model in place of ``model`` (rule classifier@vN)
+    live: LiveModel | None = None
 
     def __post_init__(self) -> None:
         if self.exemplars is None and self.model is None:
@@ -118,8 +136,12 @@ class GatewayRouter:
                 return RouteDecision(
                     base.lane, base.channel, f"exemplars:{verdict.set_name}", verdict.margin
                 )
-        if learned.model is None:
+        model, rule = learned.model, CLASSIFIER_RULE
+        versioned = learned.live.current if learned.live is not None else None
+        if versioned is not None and model is not None:
+            model, rule = versioned.model, f"{CLASSIFIER_RULE}@v{versioned.version}"
+        if model is None:
             return None
-        p = learned.model.p_complex(vector, features.question)
+        p = model.p_complex(vector, features.question)
         base = learned.complex if p >= learned.threshold else learned.simple
-        return RouteDecision(base.lane, base.channel, CLASSIFIER_RULE, p, learned.threshold)
+        return RouteDecision(base.lane, base.channel, rule, p, learned.threshold)

@@ -1,0 +1,103 @@
+"""The router updater the config asks for (``learning.router_update``), wired to the runtime."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from hybrid_gateway.accounting.report import LogSource, sqlite_source
+from hybrid_gateway.config import GatewayConfig, resolve_path
+from hybrid_gateway.embedding.factory import SharedEmbedder
+from hybrid_gateway.errors import ConfigError
+from hybrid_gateway.learning.labels import Label, read_labels
+from hybrid_gateway.learning.metrics import RouterUpdateMetrics
+from hybrid_gateway.learning.model_store import ModelStore, PostgresModelStore, SqliteModelStore
+from hybrid_gateway.learning.router_update import RouterUpdater, UpdateParts
+from hybrid_gateway.observability.journaled_log import RequestLog
+from hybrid_gateway.observability.prom import Registry
+from hybrid_gateway.resilience.clock import Clock
+from hybrid_gateway.routing.build import model_path
+from hybrid_gateway.routing.calibrate_cli import light_cost_of
+from hybrid_gateway.routing.classifier import RouterModelError, load_model
+from hybrid_gateway.routing.router import LiveModel
+
+__all__ = ["build_router_update", "live_model_slot", "open_model_store"]
+
+_FIELD = "learning.router_update.enabled"
+
+
+def live_model_slot(config: GatewayConfig) -> LiveModel | None:
+    """The reference the router reads a versioned model from (None: the update is off)."""
+    return LiveModel() if config.learning.router_update.enabled else None
+
+
+def open_model_store(
+    config: GatewayConfig, config_path: str | Path | None, request_log: RequestLog | None
+) -> ModelStore:
+    """``router_models`` beside the request log: its SQLite file, or its PostgreSQL pool."""
+    pool = getattr(request_log, "pool", None)
+    if config.stores.records == "postgres" and pool is not None:
+        return PostgresModelStore(lambda work: pool.run("router_models", work))
+    return SqliteModelStore(resolve_path(config_path, config.server.request_log.path))
+
+
+def _labels(
+    config: GatewayConfig, config_path: str | Path | None, request_log: RequestLog
+) -> Callable[[float, float], list[Label]]:
+    pool = getattr(request_log, "pool", None)
+    if config.stores.records == "postgres" and pool is not None:
+        from hybrid_gateway.stores.postgres import pyformat
+
+        def query(sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+            return list(pool.run("audits", lambda c: c.execute(pyformat(sql), params).fetchall()))
+
+        source = LogSource(query, dialect="postgres")
+        return lambda since, until: read_labels(source, since, until)
+    path = resolve_path(config_path, config.server.request_log.path)
+
+    def from_file(since: float, until: float) -> list[Label]:
+        request_log.flush()  # the journaled rows in, so the audits' requests are there too
+        with sqlite_source(path) as opened:
+            return read_labels(opened, since, until)
+
+    return from_file
+
+
+def build_router_update(
+    config: GatewayConfig,
+    config_path: str | Path | None,
+    *,
+    request_log: RequestLog | None,
+    embedder: SharedEmbedder | None,
+    live: LiveModel | None,
+    clock: Clock,
+    registry: Registry,
+    wall: Callable[[], float] = time.time,
+) -> RouterUpdater | None:
+    settings = config.learning.router_update
+    if not settings.enabled or live is None:
+        return None
+    source = str(config_path or "<config>")
+    classifier = config.routing.classifier
+    if classifier is None or embedder is None:
+        raise ConfigError(source, _FIELD, "false, or routing.classifier set (it updates it)")
+    if request_log is None:
+        raise ConfigError(source, _FIELD, "false, or server.request_log.enabled: true (versions "
+                          "and audits live in the records store)")  # fmt: skip
+    if settings.train and config.server.request_log.prompts not in ("full", "redacted"):
+        raise ConfigError(source, _FIELD, "false, or server.request_log.prompts: full or "
+                          "redacted (it learns from the audited questions' text)")  # fmt: skip
+    try:
+        file_model = load_model(model_path(classifier.model, config_path), embedder.namespace)
+    except RouterModelError as exc:
+        raise ConfigError(source, "routing.classifier.model", str(exc)) from None
+    parts = UpdateParts(
+        settings=settings, live=live, file_model=file_model, namespace=embedder.namespace,
+        store=open_model_store(config, config_path, request_log),
+        labels=_labels(config, config_path, request_log), embed=embedder.embed_many,
+        threshold=classifier.threshold, light_cost=light_cost_of(config), clock=clock,
+        wall=wall, metrics=RouterUpdateMetrics(registry),
+    )  # fmt: skip
+    return RouterUpdater(parts)
