@@ -8,6 +8,7 @@
     bench scale-out  1 vs 2 worker processes, and the per-request cost of the Redis stores
     bench semantic   semantic cache lookup latency at 10k/100k/1M entries, embedding batching
     bench semantic-pg  semantic lookup cost: PostgreSQL + pgvector vs the in-process index
+    bench learn      issue 23's learning curves: router and cache labels bought vs quality
 
 Each module exposes ``add_arguments(parser)`` and ``run(args) -> int``.
 """
@@ -53,6 +54,10 @@ BENCHES: dict[str, tuple[str, str]] = {
     "semantic-pg": (
         "hybrid_gateway.cache.semantic.bench_pg",
         "semantic lookup p50/p99 on PostgreSQL + pgvector vs in-process, HNSW recall",
+    ),
+    "learn": (
+        "hybrid_gateway.tools.learncurve.cli",
+        "learning from audits: labels bought vs router APGR and cache hits / false hits",
     ),
 }
 

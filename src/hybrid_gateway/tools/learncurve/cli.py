@@ -1,0 +1,187 @@
+"""`hybrid-gateway bench learn`: issue 23's goals as learning curves, with plots.
+
+    hybrid-gateway bench learn --out benchmarks/results [--name learn-reference]
+        [--part both|router|cache] [--checkpoints 50,100,200,400] [--unseen 400] ...
+
+Writes ``<out>/<name>.json``, ``<name>.md``, ``<name>-router.png`` and ``<name>-cache.png``;
+the processes' folders (workloads, logs, request logs, models) go under ``<out>/<name>/``.
+Exit 0 with the figures written (whatever the verdicts), 1 if the run broke, 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from hybrid_gateway.tools.cliargs import sigterm_stops_the_run
+from hybrid_gateway.tools.learncurve.cache_curve import (
+    CacheSettings,
+    held_out_eval,
+    run_cache_curve,
+)
+from hybrid_gateway.tools.learncurve.report import verdicts, write_report
+from hybrid_gateway.tools.learncurve.router_curve import RouterSettings, run_router_curve
+from hybrid_gateway.tools.processes import ProcessStartError
+
+__all__ = ["add_arguments", "run"]
+
+DEFAULT_EVAL_PAIRS = ("cache/pawsx_zh_valid.tsv", "cache/lcqmc_dev.csv", "cache/bq_dev.csv")
+
+
+def _counts(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a comma list of label counts, got {text!r}") from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"label counts must be >= 1, got {text!r}")
+    return values
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add = parser.add_argument
+    add("--out", type=Path, required=True, help="folder for the JSON, Markdown and plots")
+    add("--name", default=None, help="file name stem (default learn-<UTC time>)")
+    add("--part", choices=["both", "router", "cache"], default="both")
+    add("--data", type=Path, default=Path("../shared/data"), help="the public data folder")
+    add("--concurrency", type=int, default=16, help="clients sending at once (16)")
+    add(
+        "--embed-cache",
+        type=Path,
+        default=None,
+        help="SQLite embeddings cache for training and scoring (default <out>/<name>/embed...)",
+    )
+    router = parser.add_argument_group("router curve")
+    router.add_argument("--hard-workload", type=Path, help="a hard workload (default: build one)")
+    router.add_argument("--hard-size", type=int, default=4000, help="items of the built one")
+    router.add_argument("--unseen", type=int, default=400, help="last items, never sent (400)")
+    router.add_argument(
+        "--checkpoints",
+        type=_counts,
+        default=(50, 100, 200),
+        help="labels bought at which to retrain (50,100,200)",
+    )
+    router.add_argument(
+        "--router-rate",
+        type=float,
+        default=0.045,
+        help="learning.audit.router.rate (0.045: spend under 5 %% of heavy-only)",
+    )
+    router.add_argument("--holdout", type=float, default=0.3, help="router train's replay share")
+    router.add_argument("--prior-l2", type=float, default=30.0, help="router train --prior-l2")
+    cache = parser.add_argument_group("cache curve")
+    cache.add_argument("--cache-workload", type=Path, help="a paraphrase-heavy workload")
+    cache.add_argument("--cache-size", type=int, default=2000, help="items of the built one")
+    cache.add_argument("--cache-rate", type=float, default=0.5, help="learning.audit.cache.rate")
+    cache.add_argument(
+        "--cache-target",
+        type=float,
+        default=0.95,
+        help="learning.cache_threshold.target_precision (0.95)",
+    )
+    cache.add_argument("--min-audits", type=int, default=20, help="cache_threshold.min_audits")
+    cache.add_argument(
+        "--eval-pairs",
+        nargs="*",
+        default=list(DEFAULT_EVAL_PAIRS),
+        help="pair files under --data for the held-out cache eval",
+    )
+    cache.add_argument("--eval-sample", type=int, default=600, help="pairs per file (600)")
+    parser.add_argument("--no-plots", action="store_true")  # fmt: skip
+
+
+def run(args: argparse.Namespace) -> int:
+    started = datetime.now(UTC)
+    name = args.name or f"learn-{started:%Y%m%d-%H%M%S}"
+    folder = args.out.resolve() / name
+    folder.mkdir(parents=True, exist_ok=True)
+    embed_cache = args.embed_cache or folder / "embeddings.sqlite3"
+    report: dict[str, Any] = {"command": "hybrid-gateway " + " ".join(sys.argv[1:]),
+                              "started_at": started.isoformat()}  # fmt: skip
+    clock = time.monotonic()
+    try:
+        with sigterm_stops_the_run():
+            if args.part in ("both", "router"):
+                report["router"] = _router(args, folder, embed_cache)
+            if args.part in ("both", "cache"):
+                report["cache"] = _cache(args, folder, embed_cache)
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"bench learn: {exc}", file=sys.stderr)
+        return 2
+    except (ProcessStartError, OSError, RuntimeError) as exc:
+        print(f"bench learn: the run broke: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("bench learn: interrupted; every process it started is stopped", file=sys.stderr)
+        return 130
+    report["wall_s"] = round(time.monotonic() - clock, 1)
+    report["verdicts"] = verdicts(report)
+    for path in write_report(report, args.out.resolve(), name, plots=not args.no_plots):
+        print(f"wrote {path}")
+    return 0
+
+
+def _build(argv: list[str]) -> None:
+    from hybrid_gateway.cli import main
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        code = main(["workload", "build", *argv])
+    if code != 0:
+        raise ValueError(f"workload build {' '.join(argv)} exited {code}")
+
+
+def _router(args: argparse.Namespace, folder: Path, embed_cache: Path) -> dict[str, Any]:
+    workload = args.hard_workload
+    if workload is None:
+        workload = folder / "hard.jsonl"
+        _build(["--kind", "hard", "--size", str(args.hard_size), "--seed", "7", "--repeat-rate",
+                "0", "--data", str(args.data), "--out", str(workload)])  # fmt: skip
+    settings = RouterSettings(
+        folder / "router",
+        workload.resolve(),
+        args.unseen,
+        args.checkpoints,
+        args.router_rate,
+        concurrency=args.concurrency,
+        holdout=args.holdout,
+        prior_l2=args.prior_l2,
+        embed_cache=embed_cache,
+    )
+    return run_router_curve(settings)
+
+
+def _cache(args: argparse.Namespace, folder: Path, embed_cache: Path) -> dict[str, Any]:
+    workload = args.cache_workload
+    if workload is None:
+        workload = folder / "paraphrase.jsonl"
+        _build(["--size", str(args.cache_size), "--seed", "21", "--zh-share", "1",
+                "--complex-share", "0", "--repeat-rate", "0.5", "--trap-rate", "0.1",
+                "--data", str(args.data), "--out", str(workload)])  # fmt: skip
+    settings = CacheSettings(
+        folder / "cache",
+        workload.resolve(),
+        args.cache_rate,
+        args.cache_target,
+        min_audits=args.min_audits,
+        concurrency=args.concurrency,
+    )
+    result = run_cache_curve(settings)
+    thresholds = {"bundled": result["bundled_threshold"]}
+    learned = result["runs"]["learned"]["final_threshold"]
+    if learned is not None:
+        thresholds["learned"] = learned
+    files = [args.data / f for f in args.eval_pairs]
+    result["held_out"] = held_out_eval(files, workload, folder / "cache-eval", thresholds,
+                                       args.eval_sample, embed_cache)  # fmt: skip
+    return result
+
+
+def dumps(report: dict[str, Any]) -> str:
+    return json.dumps(report, indent=2, ensure_ascii=False)

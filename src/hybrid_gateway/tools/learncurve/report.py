@@ -1,0 +1,120 @@
+"""`bench learn`'s verdicts (issue 23's goals) and its JSON + Markdown files."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+__all__ = ["markdown", "verdicts", "write_report"]
+
+JsonDict = dict[str, Any]
+APGR_GAIN = 0.10
+SPEND_SHARE = 0.05
+HIT_FACTOR = 2.0
+FALSE_HIT_SLACK = 0.01
+
+
+def verdicts(report: Mapping[str, Any]) -> list[JsonDict]:
+    """One line per goal the run measured: what was asked, what was measured, met or not."""
+    lines: list[JsonDict] = []
+    router = report.get("router")
+    if router and router["checkpoints"]:
+        scores = {s["model"]: s for s in router["scores"]}
+        shipped = scores["shipped"]["apgr"]
+        learned = [s for s in router["scores"] if s["model"] != "shipped"]
+        last = learned[-1] if learned else None
+        gain = None if last is None else round(last["apgr"] - shipped, 4)
+        lines.append(_line(
+            "router APGR on the unseen part, learned - shipped", f">= +{APGR_GAIN:.2f}", gain,
+            gain is not None and gain >= APGR_GAIN,
+            f"shipped {shipped:.4f}; {last['model']} {last['apgr']:.4f}" if last else "no model",
+        ))  # fmt: skip
+        share = router["checkpoints"][-1]["audit_share_of_heavy_only"]
+        lines.append(_line("router audit spend / heavy-only cost", f"<= {SPEND_SHARE:.0%}",
+                           share, share is not None and share <= SPEND_SHARE, ""))  # fmt: skip
+    cache = report.get("cache")
+    if cache:
+        bundled, learned = cache["runs"]["bundled"]["total"], cache["runs"]["learned"]["total"]
+        factor = learned["hits"] / bundled["hits"] if bundled["hits"] else None
+        lines.append(_line(
+            "semantic hits, learned / bundled", f">= {HIT_FACTOR:.0f}x",
+            None if factor is None else round(factor, 3),
+            factor is not None and factor >= HIT_FACTOR,
+            f"{learned['hits']} vs {bundled['hits']} hits",
+        ))  # fmt: skip
+        limit = 1 - cache["settings"]["target_precision"] + FALSE_HIT_SLACK
+        rate = learned["false_hit_rate"]
+        lines.append(_line(
+            "learned threshold's realised false-hit rate", f"<= {limit:.1%} (target + 1 point)",
+            rate, rate is not None and rate <= limit,
+            f"{learned['false_hits']} false of {learned['hits']} hits",
+        ))  # fmt: skip
+    return lines
+
+
+def _line(goal: str, target: str, value: float | None, met: bool, note: str) -> JsonDict:
+    return {"goal": goal, "target": target, "measured": value, "met": met, "note": note}
+
+
+def markdown(report: Mapping[str, Any]) -> str:
+    out = [f"# bench learn ({report['started_at'][:19]}Z, {report['wall_s']} s)", "",
+           f"`{report['command']}`", "", "| goal | target | measured | met |",
+           "|---|---|---|---|"]  # fmt: skip
+    for v in report["verdicts"]:
+        out.append(f"| {v['goal']} ({v['note']}) | {v['target']} | {v['measured']} | "
+                   f"{'yes' if v['met'] else 'NO'} |")  # fmt: skip
+    router = report.get("router")
+    if router:
+        out += ["", f"## Router: {router['first_part']} items sent in order, scored on the "
+                f"{router['unseen_part']} unseen", "",
+                "| checkpoint | labels | requests | audit share | gate (candidate vs live) |",
+                "|---|---|---|---|---|"]  # fmt: skip
+        for p in router["checkpoints"]:
+            replay = p["replay"] or {}
+            gate = "accepted" if p["accepted"] else f"refused (exit {p['train_exit']})"
+            out.append(f"| {p['target']} | {p['labels']} | {p['requests']} | "
+                       f"{p['audit_share_of_heavy_only']} | {gate} "
+                       f"({replay.get('candidate')} vs {replay.get('live')}) |")  # fmt: skip
+        out += ["", "| model | APGR | CPT(50%) | CPT(80%) | heavy share at 99 % quality | "
+                "relative cost there |", "|---|---|---|---|---|---|"]  # fmt: skip
+        for s in router["scores"]:
+            out.append(
+                f"| {s['model']} | {s['apgr']} | {s['cpt50']} | {s['cpt80']} | "
+                f"{s['heavy_share_at_floor']} | {s['relative_cost_at_floor']} |"
+            )
+    cache = report.get("cache")
+    if cache:
+        out += ["", f"## Cache (bundled threshold {cache['bundled_threshold']}, target precision "
+                f"{cache['settings']['target_precision']})", "",
+                "| run | requests | labels | hits | hit rate | false hits | false-hit rate | "
+                "final threshold |", "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+        for name, run in cache["runs"].items():
+            t = run["total"]
+            out.append(f"| {name} | {t['requests']} | {run['labels']} | {t['hits']} | "
+                       f"{t['hit_rate']} | {t['false_hits']} | {t['false_hit_rate']} | "
+                       f"{run['final_threshold']} |")  # fmt: skip
+        out += ["", "Held-out pairs (`cache eval`, TEST half; pairs with a question the run sent "
+                "removed):", "", "| file | pairs | AUC | threshold | precision | recall |",
+                "|---|---|---|---|---|---|"]  # fmt: skip
+        for h in cache.get("held_out", []):
+            for name, row in h["at"].items():
+                got = row or {}
+                out.append(f"| {h['file']} | {h['pairs']} | {h['auc']} | {name} "
+                           f"{got.get('threshold')} | {got.get('precision')} | "
+                           f"{got.get('recall')} |")  # fmt: skip
+    return "\n".join(out) + "\n"
+
+
+def write_report(report: Mapping[str, Any], out: Path, name: str, *, plots: bool) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    json_path, md_path = out / f"{name}.json", out / f"{name}.md"
+    json_path.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+    md_path.write_text(markdown(report))
+    paths = [json_path, md_path]
+    if plots:
+        from hybrid_gateway.tools.learncurve.plots import draw
+
+        paths += draw(report, out, name)
+    return paths
