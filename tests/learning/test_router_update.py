@@ -154,7 +154,10 @@ async def test_replicas_follow_the_live_version_and_a_rollback(
     follower = RouterUpdater(parts(log, follower_live, shipped, embedder, clock, settings=follows))
     trainer.start()
     follower.start()
-    await clock.advance(1)
+    for _ in range(200):  # both first polls done: the tasks wait on the clock
+        if clock.sleepers == 2:
+            break
+        await asyncio.sleep(0.01)
     assert follower.version == 0  # nothing stored yet
     await clock.advance(600)  # the trainer's interval: a candidate, accepted
     for _ in range(200):  # training runs in worker threads: let it finish

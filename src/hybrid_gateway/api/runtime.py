@@ -24,7 +24,7 @@ from hybrid_gateway.embedding.factory import SharedEmbedder, build_embedder
 from hybrid_gateway.learning.auditor import Auditor
 from hybrid_gateway.learning.build import build_auditor
 from hybrid_gateway.learning.build_update import build_router_update, live_model_slot
-from hybrid_gateway.learning.metrics import AuditMetrics
+from hybrid_gateway.learning.metrics import AuditMetrics, RouterUpdateMetrics
 from hybrid_gateway.learning.router_update import RouterUpdater
 from hybrid_gateway.observability.build_log import build_request_log
 from hybrid_gateway.observability.journaled_log import RequestLog
@@ -201,7 +201,7 @@ def build_runtime(
     )  # fmt: skip
     router_update = build_router_update(
         config, config_path, request_log=request_log, embedder=embedder, live=live,
-        clock=clock, registry=metrics.registry,
+        clock=clock, metrics=RouterUpdateMetrics(metrics.registry),
     )  # fmt: skip
     pipeline = Pipeline(
         PipelineParts(router=router, dispatcher=dispatcher, prices=prices,

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from hybrid_gateway.dashboard.learning_view import LearningView, learning_view
 from hybrid_gateway.observability.metrics import GatewayMetrics
 from hybrid_gateway.observability.prom import Counter, Gauge, Histogram
 
@@ -72,6 +73,8 @@ class Snapshot:
     rules: tuple[RuleView, ...]
     breakers: tuple[BreakerView, ...]
     endpoints: tuple[EndpointView, ...] = ()
+    # learning.audit and what the audits say (dashboard/learning_view.py)
+    learning: LearningView | None = None
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -123,6 +126,7 @@ def take_snapshot(metrics: GatewayMetrics, *, uptime_s: float) -> Snapshot:
             for (channel,), level in sorted(_rows(metrics.breaker_state, ("channel",)))
         ),
         endpoints=_endpoints(metrics),
+        learning=learning_view(metrics.registry),
     )
 
 

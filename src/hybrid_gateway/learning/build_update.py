@@ -16,7 +16,6 @@ from hybrid_gateway.learning.metrics import RouterUpdateMetrics
 from hybrid_gateway.learning.model_store import ModelStore, PostgresModelStore, SqliteModelStore
 from hybrid_gateway.learning.router_update import RouterUpdater, UpdateParts
 from hybrid_gateway.observability.journaled_log import RequestLog
-from hybrid_gateway.observability.prom import Registry
 from hybrid_gateway.resilience.clock import Clock
 from hybrid_gateway.routing.build import model_path
 from hybrid_gateway.routing.calibrate_cli import light_cost_of
@@ -73,7 +72,7 @@ def build_router_update(
     embedder: SharedEmbedder | None,
     live: LiveModel | None,
     clock: Clock,
-    registry: Registry,
+    metrics: RouterUpdateMetrics,
     wall: Callable[[], float] = time.time,
 ) -> RouterUpdater | None:
     settings = config.learning.router_update
@@ -98,6 +97,7 @@ def build_router_update(
         store=open_model_store(config, config_path, request_log),
         labels=_labels(config, config_path, request_log), embed=embedder.embed_many,
         threshold=classifier.threshold, light_cost=light_cost_of(config), clock=clock,
-        wall=wall, metrics=RouterUpdateMetrics(registry),
+        wall=wall, metrics=metrics,
     )  # fmt: skip
+    metrics.version.set(0)  # the file's model until a version is loaded
     return RouterUpdater(parts)

@@ -6,10 +6,12 @@ from hybrid_gateway.learning.bound import ScopeCounts
 from hybrid_gateway.observability.prom import Counter, Gauge, Registry
 
 __all__ = [
+    "AUDITED_HITS",
     "AUDITS",
     "AUDITS_SKIPPED",
     "AUDIT_COST_USD",
     "CACHE_THRESHOLD",
+    "FALSE_HITS",
     "FALSE_HIT_BOUND",
     "ROUTER_MODEL_VERSION",
     "ROUTER_UPDATES",
@@ -21,6 +23,8 @@ AUDITS = "hybrid_gateway_audits"  # counter: kind (router|cache), outcome (a ver
 AUDITS_SKIPPED = "hybrid_gateway_audits_skipped"  # counter: kind, reason
 AUDIT_COST_USD = "hybrid_gateway_audit_cost_usd"  # counter: kind
 FALSE_HIT_BOUND = "hybrid_gateway_cache_false_hit_bound"  # gauge: scope
+AUDITED_HITS = "hybrid_gateway_cache_audited_hits"  # gauge: scope (cache audits with a verdict)
+FALSE_HITS = "hybrid_gateway_cache_false_hits"  # gauge: scope (of which a_worse)
 CACHE_THRESHOLD = "hybrid_gateway_cache_threshold"  # gauge
 ROUTER_MODEL_VERSION = "hybrid_gateway_router_model_version"  # gauge: 0 = the config file's
 ROUTER_UPDATES = "hybrid_gateway_router_updates"  # counter: outcome
@@ -44,6 +48,13 @@ class AuditMetrics:
             ["scope"],
         ))  # fmt: skip
 
+        self.audited_hits = registry.add(Gauge(
+            AUDITED_HITS, "Semantic cache hits audited with a verdict since start", ["scope"],
+        ))  # fmt: skip
+        self.false_hits = registry.add(Gauge(
+            FALSE_HITS, "Audited semantic cache hits judged false (a_worse) since start",
+            ["scope"],
+        ))  # fmt: skip
         self.cache_threshold = registry.add(Gauge(
             CACHE_THRESHOLD, "Semantic cache hit threshold, as learning.cache_threshold moved it",
         ))  # fmt: skip
@@ -58,6 +69,8 @@ class AuditMetrics:
 
     def bound(self, scope: str, counts: ScopeCounts) -> None:
         self.false_hit_bound.set(counts.bound, (scope,))
+        self.audited_hits.set(counts.audits, (scope,))
+        self.false_hits.set(counts.false_hits, (scope,))
 
     def skip(self, kind: str, reason: str) -> None:
         self.skipped.inc((kind, reason))
@@ -71,7 +84,6 @@ class RouterUpdateMetrics:
             ROUTER_MODEL_VERSION,
             "The classifier model version in use (router_models table; 0: the config's file)",
         ))  # fmt: skip
-        self.version.set(0)
         self.updates = registry.add(Counter(
             ROUTER_UPDATES, "Router update attempts and version loads, by outcome", ["outcome"],
         ))  # fmt: skip

@@ -111,6 +111,29 @@ function renderEndpoints(endpoints) {
   }));
 }
 
+function renderLearning(learning) {
+  const shown = learning !== null && (learning.audits.length > 0 || learning.scopes.length > 0
+    || learning.router_model_version !== null);
+  document.getElementById("learning-section").hidden = !shown;
+  if (!shown) return;
+  fillRows("audits", learning.audits.map((a) => {
+    const tr = document.createElement("tr");
+    tr.append(cell(a.kind), cell(a.outcome), cell(fmt.count(a.audits)));
+    return tr;
+  }));
+  fillRows("scopes", learning.scopes.map((s) => {
+    const tr = document.createElement("tr");
+    tr.append(cell(s.scope), cell(fmt.count(s.audited_hits)), cell(fmt.count(s.false_hits)),
+              cell(fmt.percent(s.bound)));
+    return tr;
+  }));
+  const notes = [`audit spend ${fmt.usd(learning.cost_usd)}`,
+                 `${fmt.count(learning.skipped)} skipped under load or caps`];
+  if (learning.cache_threshold !== null) notes.push(`cache threshold ${learning.cache_threshold.toFixed(4)}`);
+  if (learning.router_model_version !== null) notes.push(`router model v${learning.router_model_version}`);
+  document.getElementById("learning-note").textContent = notes.join(" · ");
+}
+
 function renderRate(data) {
   history.push({t: performance.now() / 1000, requests: data.requests});
   if (history.length > 120) history.shift();
@@ -150,6 +173,7 @@ function render(data) {
   renderRules(data.rules);
   renderBreakers(data.breakers);
   renderEndpoints(data.endpoints || []);
+  renderLearning(data.learning || null);
   renderRate(data);
 }
 
