@@ -61,8 +61,13 @@ def static_embedder(cfg: EmbeddingConfig) -> Embedder:
                                            word_cache_size=s.word_cache_size))  # fmt: skip
 
 
-def _static(cfg: EmbeddingConfig, config_path: str | Path | None) -> SharedEmbedder:
+def build_static_embedder(cfg: EmbeddingConfig) -> SharedEmbedder:
+    """The static embedder behind the same queue bounds as the configured one."""
     return _batching(static_embedder(cfg), cfg)
+
+
+def _static(cfg: EmbeddingConfig, config_path: str | Path | None) -> SharedEmbedder:
+    return build_static_embedder(cfg)
 
 
 def _sentence_transformers(cfg: EmbeddingConfig, config_path: str | Path | None) -> SharedEmbedder:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from hybrid_gateway.cache.semantic.backend import SemanticBackend
 from hybrid_gateway.cache.semantic.cache import CacheBounds, SemanticCache
+from hybrid_gateway.cache.semantic.cascade import CascadeStep
 from hybrid_gateway.cache.semantic.cross_encoder import CrossEncoderError, E5CrossEncoderReranker
 from hybrid_gateway.cache.semantic.decision import DecisionRule, VerifierCheck
 from hybrid_gateway.cache.semantic.hygiene import DEFAULT_NOISE, NoiseStripper
@@ -16,6 +17,7 @@ from hybrid_gateway.cache.semantic.store import SqliteEntryStore
 from hybrid_gateway.cache.semantic.verifier import VerifierError, load_verifier
 from hybrid_gateway.config import GatewayConfig, resolve_path
 from hybrid_gateway.embedding.base import AsyncEmbedder
+from hybrid_gateway.embedding.factory import build_static_embedder
 from hybrid_gateway.errors import ConfigError
 from hybrid_gateway.resilience.clock import Clock
 from hybrid_gateway.stores.health import StoreHealth
@@ -102,6 +104,8 @@ def build_semantic_stage(
     cfg = config.cache.semantic
     bounds = CacheBounds(ttl_s=cfg.ttl_s, max_entries=cfg.max_entries, max_bytes=cfg.max_bytes)
     rule = build_rule(cfg, config_path, embedder.namespace)
+    cascade = build_cascade(config, config_path)
+    index = embedder if cascade is None else cascade.static  # whose vectors the entries hold
     cache: SemanticBackend
     if config.stores.records == "postgres":
         assert pg_health is not None, "records: postgres is built with PostgreSQL's health"
@@ -110,7 +114,7 @@ def build_semantic_stage(
     else:
         store = SqliteEntryStore(resolve_path(config_path, cfg.path)) if cfg.path else None
         local = SemanticCache(bounds=bounds, rule=rule, clock=clock, store=store)
-        local.load_at_start(embedder.namespace)
+        local.load_at_start(index.namespace)
         cache = local
     rerank = None
     if cfg.reranker is not None:
@@ -126,4 +130,19 @@ def build_semantic_stage(
         rerank=rerank,
         write_behind=cfg.write_behind,
         write_behind_max_pending=cfg.write_behind_max_pending,
+        cascade=cascade,
     )
+
+
+def build_cascade(config: GatewayConfig, config_path: str | Path | None) -> CascadeStep | None:
+    """The static prefilter of ``cache.semantic.cascade`` (None: off)."""
+    cfg = config.cache.semantic
+    if cfg.cascade is None:
+        return None
+    if config.embedding.backend == "static":
+        raise ConfigError(str(config_path or "<config>"), "cache.semantic.cascade",
+                          "null with embedding.backend static (nothing left to confirm "
+                          "with: the cascade confirms with e5)")  # fmt: skip
+    timeout = cfg.cascade.confirm_timeout_ms
+    return CascadeStep(build_static_embedder(config.embedding), cfg.cascade.static_bound,
+                       cfg.threshold, None if timeout is None else timeout / 1000)  # fmt: skip

@@ -45,6 +45,19 @@ class RerankerConfig(Strict):
         return self
 
 
+class CascadeConfig(Strict):
+    """Static prefilter, e5 decides (``cascade.py``): e5 runs only for a plausible hit."""
+
+    # The static cosine (embedding.static) under which the nearest stored question is a
+    # certain miss.  Chosen on labelled pairs so that ~99 % of e5's true hits pass it
+    # (benchmarks/experiments/static_embedder_cascade.py; LCQMC: see
+    # docs/smart-path-performance.md).  `threshold` stays e5's and decides the rest.
+    static_bound: Annotated[float, Field(ge=-1, le=1)]
+    # e5's confirmation of a plausible hit waits at most this long, then the request skips
+    # the cache (bypass, embedder_slow); null: it waits (the embedder's queue still bounds it).
+    confirm_timeout_ms: PositiveFloat | None = 200.0
+
+
 class SemanticCacheConfig(Strict):
     enabled: bool = False
     # SQLite file the entries are written through to (relative: against the config file);
@@ -85,11 +98,18 @@ class SemanticCacheConfig(Strict):
     # write_behind_max_pending writes wait, more are dropped.  false: the request waits for it.
     write_behind: bool = False
     write_behind_max_pending: PositiveInt = 256
+    # Off (null): e5 embeds every question looked up or stored.  On: entries are indexed by
+    # the static embedder, e5 confirms only candidates within static_bound (a new namespace:
+    # entries stored without the cascade are not read with it, and the other way round).
+    cascade: CascadeConfig | None = None
 
     @model_validator(mode="after")
     def _verifier_calibrated(self) -> SemanticCacheConfig:
         if self.verifier is not None and self.verifier_threshold is None:
             raise ValueError("verifier needs verifier_threshold (`cache calibrate --verifier`)")
+        if self.cascade is not None and self.verifier is not None:
+            raise ValueError("cascade and verifier: the verifier reads e5 vectors of both "
+                             "questions, the cascade's index holds static ones")  # fmt: skip
         return self
 
     @field_validator("noise_patterns", "uncacheable_patterns")

@@ -22,6 +22,10 @@
 
 Nothing here knows about HTTP; the record carries everything the API layer shows.
 
+With ``cache.semantic.cascade`` (``cascade.py``) the entries are indexed by the static
+embedder's vectors, a candidate under the static bound is a certain miss without any e5
+vector, and e5 (the request's embedding, shared with the router) confirms the rest.
+
 A hot reload (api/reload.py) swaps the decision (``replace_decision``: threshold, guards,
 verifier, the reranker's minimum score) and the tenants' shared scopes (``replace_scopes``);
 the entries, the index and the embedder stay.  The next lookup is judged by the new decision.
@@ -32,10 +36,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from hybrid_gateway.cache.semantic import cascade as cascading
 from hybrid_gateway.cache.semantic.backend import SemanticBackend
-from hybrid_gateway.cache.semantic.cache import Namespace
+from hybrid_gateway.cache.semantic.cache import Namespace, SemanticLookup
+from hybrid_gateway.cache.semantic.cascade import CascadeStep
 from hybrid_gateway.cache.semantic.decision import DecisionRule
 from hybrid_gateway.cache.semantic.hygiene import NoiseStripper, SemanticKey, semantic_key
 from hybrid_gateway.cache.semantic.rerank import Reranker
@@ -90,6 +96,7 @@ class SemanticStage:
         rerank: RerankStep | None = None,
         write_behind: bool = False,
         write_behind_max_pending: int = 256,
+        cascade: CascadeStep | None = None,
     ) -> None:
         self.cache = cache
         self.embedder = embedder
@@ -100,6 +107,9 @@ class SemanticStage:
         self._max_pending = write_behind_max_pending
         self._writes: set[asyncio.Task[None]] = set()
         self.writes_dropped = 0  # write-behind writes refused because too many were pending
+        self._cascade = cascade
+        if cascade is not None:  # the index is judged by the static bound, e5 by the threshold
+            self.cache.rule = replace(cache.rule, threshold=cascade.static_bound)
 
     def store_status(self) -> dict[str, object] | None:
         """For ``/healthz``: the shared vectors' store (None: the entries live in-process)."""
@@ -107,7 +117,8 @@ class SemanticStage:
         return None if health is None else {"backend": "postgres", **health.status()}
 
     def namespace(self, tenant: str) -> Namespace:
-        return Namespace(scope_of(tenant, self.shared_scopes), self.embedder.namespace)
+        index = self.embedder if self._cascade is None else self._cascade.static
+        return Namespace(scope_of(tenant, self.shared_scopes), index.namespace)
 
     def prepare(self, request: ChatRequest, record: RequestRecord) -> SemanticKey | None:
         key = semantic_key(request, self.stripper)
@@ -116,12 +127,18 @@ class SemanticStage:
         if request_embedding(record) is None:
             lazy = LazyEmbedding(self.embedder, key.question, client_check(record))
             attach_embedding(record, lazy)
+        if self._cascade is not None:
+            static = LazyEmbedding(self._cascade.static, key.question, client_check(record))
+            cascading.attach_static(record, static)
         record.extra[_PENDING] = key
         return key
 
     def replace_decision(self, rule: DecisionRule, reranker: RerankerConfig | None) -> None:
         """Hot reload: the next lookup is judged by ``rule`` and the reranker's ``min_score`` and
         ``cosine_weight`` (its model stays: changing it needs a restart)."""
+        if self._cascade is not None:
+            self._cascade = replace(self._cascade, threshold=rule.threshold)
+            rule = replace(rule, threshold=self._cascade.static_bound)
         self.cache.rule = rule
         if self._rerank is not None and reranker is not None:
             self._rerank = RerankStep(self._rerank.reranker, reranker.min_score,
@@ -137,8 +154,11 @@ class SemanticStage:
         lazy = request_embedding(record)
         if not isinstance(key, SemanticKey) or lazy is None:
             return None
+        index = lazy if self._cascade is None else cascading.static_embedding(record)
+        if index is None:
+            return None
         try:
-            vector = await lazy.vector()
+            vector = await index.vector()
             found = await self.cache.lookup(self.namespace(record.tenant), key.bucket,
                                             key.question, vector)  # fmt: skip
         except StoreUnavailable:  # semantic_on_outage: bypass (counted by the store's health)
@@ -154,10 +174,17 @@ class SemanticStage:
             return None
         if found.verdict is None or found.entry is None:
             return None
+        e5: float | None = None
+        if self._cascade is not None and found.hit:
+            e5 = await self._e5_similarity(record, lazy, found.entry.question)
+            if e5 is None:
+                return None  # bypassed: e5 could not confirm a plausible hit
         verdict, entry = found.verdict, found.entry
         record.similarity = verdict.similarity
         passed = list(verdict.passed)
         failed = list(verdict.failed)
+        if self._cascade is not None:
+            self._confirmed(found, e5, record, passed, failed)
         if verdict.hit and not self._same_beyond_cut(key.question, entry.question):
             failed.append("truncated_tail")
         if verdict.hit and not failed and self._rerank is not None:
@@ -172,7 +199,8 @@ class SemanticStage:
 
     async def store(self, record: RequestRecord, body: bytes, usage: Usage) -> None:
         key = record.extra.get(_PENDING)
-        lazy = request_embedding(record)
+        lazy = (request_embedding(record) if self._cascade is None
+                else cascading.static_embedding(record))  # fmt: skip
         if not isinstance(key, SemanticKey) or lazy is None:
             return
         try:
@@ -211,8 +239,49 @@ class SemanticStage:
     async def aclose(self) -> None:
         await self.flush()
         await self.cache.aclose()
+        if self._cascade is not None:
+            await cascading.aclose(self._cascade)
         if self._rerank is not None:
             await self._rerank.reranker.aclose()
+
+    async def _e5_similarity(
+        self, record: RequestRecord, lazy: LazyEmbedding, candidate: str
+    ) -> float | None:
+        """e5's cosine of the question and the candidate; None when e5 cannot say (busy, slow,
+        failing): the cache is then bypassed, as when the embedder is busy without a cascade."""
+        assert self._cascade is not None
+        try:
+            return await cascading.e5_similarity(self._cascade, self.embedder, lazy, candidate)
+        except EmbedderSaturated as exc:
+            reason = CLIENT_LEFT if isinstance(exc, ClientLeft) else EMBEDDER_BUSY
+        except TimeoutError:
+            reason = cascading.EMBEDDER_SLOW
+        except Exception as exc:
+            log.warning("semantic cache: e5 confirmation failed: %r", exc)
+            reason = cascading.EMBEDDER_ERROR
+        record.cache = CacheOutcome.BYPASS
+        record.extra[_CHECKS] = reason
+        return None
+
+    def _confirmed(
+        self,
+        found: SemanticLookup,
+        e5: float | None,
+        record: RequestRecord,
+        passed: list[str],
+        failed: list[str],
+    ) -> None:
+        """The cascade's checks: a certain miss names the static bound; a plausible hit is
+        e5's to decide (the similarity shown is then e5's)."""
+        step = self._cascade
+        assert step is not None and found.verdict is not None
+        if "threshold" in failed:
+            failed[failed.index("threshold")] = cascading.STATIC_BOUND
+        if "threshold" in passed:
+            passed[passed.index("threshold")] = cascading.STATIC_BOUND
+        if e5 is not None:
+            record.similarity = e5
+            (passed if e5 >= step.threshold else failed).append(cascading.E5_CHECK)
 
     def _same_beyond_cut(self, question: str, candidate: str) -> bool:
         """With ``embedding.max_tokens`` the vectors saw only each text's prefix: what lies

@@ -1,0 +1,81 @@
+"""The semantic cache's static-then-e5 cascade (``cache.semantic.cascade``, off by default).
+
+The bundled e5 embedder costs ~30 ms of CPU for a short question and ~1 s for a 2,000-character
+prompt; every unique question paid it twice over (lookup, then store).  With the cascade the
+cache *indexes* its entries by the static embedder's vectors (``embedding/static.py``, tens of
+microseconds a question once its tokens are known), and e5 is asked only when a hit is
+plausible:
+
+    static vector of the question -> nearest stored question (static cosine)
+      -> static cosine >= static_bound   else a certain miss: e5 never runs (``!static_bound``)
+      -> the guards (text only)          as without the cascade
+      -> e5 cosine of the two questions  both embedded by the gateway's e5 embedder (the
+         >= threshold                    question's vector is the request's, shared with the
+                                         router; the candidate's is e5's recent-text reuse)
+      -> the reranker, if any            as without the cascade
+
+``threshold`` stays e5's calibrated one, so the hit decision is e5's: precision cannot drop,
+and recall loses only the true hits whose static cosine falls under the bound (the bound is
+chosen on labelled pairs for that: benchmarks/experiments/static_embedder_cascade.py).  A miss
+is stored with its static vector alone; no e5 vector is ever stored.  The nearest candidate is
+the static index's, which is not always e5's nearest: a lookup may check a different entry than
+e5 alone would have.
+
+When e5 cannot answer the confirmation, the request does not wait and does not fail: queue full
+``embedder_busy``, slower than ``confirm_timeout_ms`` ``embedder_slow``, an error
+``embedder_error``; each is a bypass (``x-gateway-cache: bypass``), the answer still goes
+upstream and is stored under its static vector.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+import numpy as np
+
+from hybrid_gateway.embedding.base import AsyncEmbedder
+from hybrid_gateway.embedding.lazy import LazyEmbedding
+from hybrid_gateway.types import RequestRecord
+
+STATIC_BOUND = "static_bound"  # the failed check of a certain miss
+E5_CHECK = "e5"  # the passed or failed check of e5's confirmation
+EMBEDDER_SLOW = "embedder_slow"
+EMBEDDER_ERROR = "embedder_error"
+_STATIC_KEY = "static_embedding"
+
+
+@dataclass(frozen=True, slots=True)
+class CascadeStep:
+    static: AsyncEmbedder  # the index's embedder (owned by the stage: closed with it)
+    static_bound: float  # static cosine under which a candidate is a certain miss
+    threshold: float  # e5's calibrated threshold (cache.semantic.threshold)
+    timeout_s: float | None = None  # for e5's confirmation; None: wait
+
+
+def attach_static(record: RequestRecord, lazy: LazyEmbedding) -> None:
+    record.extra[_STATIC_KEY] = lazy
+
+
+def static_embedding(record: RequestRecord) -> LazyEmbedding | None:
+    value = record.extra.get(_STATIC_KEY)
+    return value if isinstance(value, LazyEmbedding) else None
+
+
+async def e5_similarity(
+    step: CascadeStep, e5: AsyncEmbedder, question: LazyEmbedding, candidate: str
+) -> float:
+    """e5's cosine of the request's question and a stored one, within ``step.timeout_s``
+    (``TimeoutError`` past it; the embedder's own errors as they come)."""
+
+    async def both() -> float:
+        q, c = await asyncio.gather(question.vector(), e5.embed_one(candidate))
+        return float(np.dot(q, c))
+
+    return await asyncio.wait_for(both(), step.timeout_s)
+
+
+async def aclose(step: CascadeStep) -> None:
+    close = getattr(step.static, "aclose", None)
+    if close is not None:
+        await close()
