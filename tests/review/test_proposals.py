@@ -86,3 +86,7 @@ def test_threshold_moves_below_every_flagged_score() -> None:
                     "simple")]  # fmt: skip
     raised = threshold_proposal((1,), slow, config)
     assert raised is not None and raised.edits[0].value == 0.72
+    # a decision of a versioned model (learning.router_update) is the classifier's too
+    versioned = flagged(["a", "b"], rule="classifier@v3", score=0.47)
+    moved = threshold_proposal((1,), versioned, config)
+    assert moved is not None and moved.edits == (Edit("set_threshold", value=0.47),)

@@ -94,6 +94,7 @@ def test_the_full_example_is_the_packaged_one() -> None:
     assert config.cache.semantic.write_behind
     assert config.learning.audit.enabled and config.learning.cache_threshold.enabled
     assert config.learning.audit.router.rate > 0 and config.learning.audit.cache.rate > 0
+    assert config.learning.router_update.enabled and config.server.request_log.prompts != "none"
     assert config.server.log.level == "INFO"
 
 

@@ -167,8 +167,10 @@ def threshold_proposal(
 ) -> Proposal | None:
     if routing.classifier is None:
         return None
+    # ``classifier`` or ``classifier@vN`` (a versioned model from learning.router_update)
     scores = [f.request.score for f in group
-              if f.request.rule == CLASSIFIER_RULE and f.request.score is not None]  # fmt: skip
+              if (f.request.rule or "").partition("@")[0] == CLASSIFIER_RULE
+              and f.request.score is not None]  # fmt: skip
     if not scores or len(scores) * 2 < len(group):
         return None
     current = routing.classifier.threshold
