@@ -39,6 +39,7 @@ def test_figures_count_failures_hits_and_imbalance_over_busy_samples_only() -> N
     f = policy_figures("prefix_affinity", results, samples, stats)
     assert (f.requests, f.failed, f.ttft_p50_ms, f.prefix_hit_rate) == (4, 1, 30.0, 0.2)
     assert f.imbalance_mean == pytest.approx((1.5 + 1.0) / 2, abs=0.01)
+    assert f.imbalance_avg_load == 1.5  # 3 and 1: the busy sample where every replica answered
     assert f.requests_by_endpoint == {"r0": 2, "r1": 1}
     rr = policy_figures("round_robin", [result(0, 100, 400, "r0")] * 3, samples, stats)
     verdicts = {g["goal"]: g["met"] for g in goals([rr, f], None, [])}
@@ -55,6 +56,7 @@ def test_the_decision_benchmark_times_every_policy_at_64_endpoints() -> None:
     assert [(c.policy, c.endpoints, c.decisions) for c in costs] == [
         ("round_robin", 64, 50), ("prefix_affinity", 64, 50)]  # fmt: skip
     assert all(0 < c.cpu_p50_us <= c.cpu_p99_us for c in costs)
+    assert all(c.replays == 5 and 0 < c.best_p50_us <= c.best_p99_us for c in costs)
 
 
 def test_bad_arguments_are_one_line_and_exit_2(tmp_path: Path) -> None:

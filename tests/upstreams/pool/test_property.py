@@ -1,5 +1,6 @@
 """Property: prefix_affinity, behind the pool, never picks an ejected endpoint and never picks
-one its load guard rules out, whatever the loads, ejections and conversations."""
+one its load guard rules out (unless it is the least loaded), whatever the loads, ejections and
+conversations."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from hybrid_gateway.upstreams.pool.prefix import PrefixAffinity
 from hybrid_gateway.upstreams.pool.settings import BalancingConfig
 from tests.upstreams.pool.helpers import conversation, endpoints
 
-ABS, REL = 8.0, 1.5
+REL = 1.25
 SYSTEMS = ["You answer questions about trains. " * 8, "You write SQL for analysts. " * 8]
 
 step = st.tuples(
@@ -28,15 +29,19 @@ step = st.tuples(
 )
 
 
-@given(n=st.integers(2, 8), steps=st.lists(step, min_size=1, max_size=40))
+@given(
+    n=st.integers(2, 8),
+    steps=st.lists(step, min_size=1, max_size=40),
+    guard=st.sampled_from([0.0, 0.5, 8.0]),  # balance_abs
+)
 def test_prefix_affinity_never_picks_an_ejected_endpoint_nor_breaks_its_load_guard(
-    n: int, steps: list[tuple[int, str, int, int, int]]
+    n: int, steps: list[tuple[int, str, int, int, int]], guard: float
 ) -> None:
     clock = ManualClock()
     eps = endpoints(n, clock)
     for e in eps:
         e.max_concurrency = 1000
-    config = BalancingConfig(policy="prefix_affinity", block_chars=32, balance_abs=ABS,
+    config = BalancingConfig(policy="prefix_affinity", block_chars=32, balance_abs=guard,
                              balance_rel=REL, match_threshold=0.3)  # fmt: skip
     channel = ChannelConfig(base_url="http://127.0.0.1:9/v1", model="m")
     pool = EndpointPool("c", channel, eps, PrefixAffinity(config, n), clock)
@@ -59,5 +64,11 @@ def test_prefix_affinity_never_picks_an_ejected_endpoint_nor_breaks_its_load_gua
             raise AssertionError("picked with every endpoint ejected")
         chosen, _ = pool.pick(Request(body), set())
         assert chosen.health.state is not HealthState.EJECTED
-        least = min(e.in_flight for e in available)
-        assert chosen.in_flight - least <= ABS or chosen.in_flight <= REL * least
+        loads = [e.in_flight for e in available]
+        mean = sum(loads) / len(loads)
+        # the guard allows it, or nothing the guard allows held the prefix: the least loaded
+        assert (
+            chosen.in_flight - mean <= guard
+            or chosen.in_flight <= REL * mean
+            or chosen.in_flight == min(loads)
+        )

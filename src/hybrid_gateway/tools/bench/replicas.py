@@ -49,6 +49,7 @@ from hybrid_gateway.tools.workload.conversations import (
     mooncake_prompts,
 )
 from hybrid_gateway.tools.workload.sources import DataMissingError
+from hybrid_gateway.upstreams.pool.settings import BalancingConfig
 
 POLICIES = ("round_robin", "least_outstanding", "prefix_affinity", "session")
 PROBE_INTERVAL_S = 0.5  # the bench pool's active check interval
@@ -83,8 +84,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--system-tokens", type=int, default=1024)
     add("--context-tokens", type=int, default=1024)
     add("--max-tokens", type=int, default=48)
-    add("--balance-abs", type=float, default=64.0, help="prefix_affinity's load guard, absolute")
-    add("--balance-rel", type=float, default=1.5, help="prefix_affinity's load guard, relative")
+    guard = BalancingConfig()
+    add("--balance-abs", type=float, default=guard.balance_abs,
+        help="prefix_affinity's load guard, absolute")  # fmt: skip
+    add("--balance-rel", type=float, default=guard.balance_rel,
+        help="prefix_affinity's load guard, relative")  # fmt: skip
     add("--emulator-profile", default="light")
     add("--prefix-cache-tokens", type=int, default=65536, help="each emulator's prefix cache")
     add("--data-dir", type=Path, default=Path("../shared/data"))

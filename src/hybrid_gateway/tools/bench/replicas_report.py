@@ -30,6 +30,9 @@ class PolicyFigures:
     prefix_hit_rate: float | None  # cached prompt tokens / prompt tokens, all emulators
     imbalance_mean: float | None  # mean over samples of max/mean in-flight
     imbalance_p95: float | None
+    # max/mean of each endpoint's in flight averaged over those samples: how unevenly the
+    # load fell over the run, without the instants' discreteness (one request more or less)
+    imbalance_avg_load: float | None
     requests_by_endpoint: dict[str, int]
 
 
@@ -58,6 +61,16 @@ def _imbalance(samples: Sequence[Sample]) -> list[float]:
         if loads and total >= len(loads):
             out.append(max(loads) / (total / len(loads)))
     return out
+
+
+def _average_imbalance(samples: Sequence[Sample]) -> float | None:
+    busy = [s.in_flight for s in samples if None not in s.in_flight.values()]
+    busy = [loads for loads in busy if sum(loads.values()) >= len(loads) > 0]  # type: ignore[arg-type]
+    if not busy:
+        return None
+    averages = [sum(loads[name] or 0 for loads in busy) / len(busy) for name in busy[0]]
+    mean = sum(averages) / len(averages)
+    return max(averages) / mean if mean else None
 
 
 def _round(value: float | None, digits: int = 1) -> float | None:
@@ -90,6 +103,7 @@ def policy_figures(
         prefix_hit_rate=round(hit / looked, 3) if looked else None,
         imbalance_mean=_round(sum(ratios) / len(ratios), 2) if ratios else None,
         imbalance_p95=_round(percentile(ratios, 95), 2),
+        imbalance_avg_load=_round(_average_imbalance(samples), 2),
         requests_by_endpoint=dict(sorted(by_endpoint.items())),
     )  # fmt: skip
 
@@ -125,6 +139,9 @@ def goals(
     for cost in costs:
         add(f"{cost.policy} decision p99 <= 50 us at {cost.endpoints} endpoints (CPU time)",
             cost.cpu_p99_us, cost.cpu_p99_us <= 50.0)  # fmt: skip
+        best = f"best of {cost.replays} replays"
+        add(f"{cost.policy} decision p99 <= 50 us at {cost.endpoints} endpoints (CPU time, "
+            f"{best})", cost.best_p99_us, cost.best_p99_us <= 50.0)  # fmt: skip
     return out
 
 
@@ -144,14 +161,16 @@ def markdown(report: Mapping[str, Any]) -> str:
     lines = ["# bench replicas", "", f"`{report['command']}`", "",
              f"Settings: {report['settings']}", "",
              "| policy | requests | failed | TTFT p50 ms | TTFT p95 ms | e2e p50 ms | e2e p95 ms "
-             "| req/s | prefix hit rate | in-flight max/mean (mean, p95) | per endpoint |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+             "| req/s | prefix hit rate | in-flight max/mean (mean, p95) "
+             "| max/mean of average in-flight | per endpoint |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for f in report["policies"]:
         lines.append(
             f"| {f['policy']} | {f['requests']} | {f['failed']} | {f['ttft_p50_ms']} "
             f"| {f['ttft_p95_ms']} | {f['e2e_p50_ms']} | {f['e2e_p95_ms']} "
             f"| {f['throughput_rps']} | {f['prefix_hit_rate']} "
-            f"| {f['imbalance_mean']}, {f['imbalance_p95']} | {f['requests_by_endpoint']} |"
+            f"| {f['imbalance_mean']}, {f['imbalance_p95']} | {f.get('imbalance_avg_load')} "
+            f"| {f['requests_by_endpoint']} |"
         )
     kill = report.get("kill")
     if kill:
@@ -168,13 +187,17 @@ def markdown(report: Mapping[str, Any]) -> str:
         lines += ["", "Decision cost (`EndpointPool.pick`, in process; wall time includes time "
                   "the OS gave the CPU to others, CPU time is the decision's own):", "",
                   "| policy | endpoints | decisions | wall p50 us | wall p99 us | CPU p50 us "
-                  "| CPU p99 us | prompt chars p50 |",
-                  "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+                  "| CPU p99 us | best-of-replays CPU p50 / p99 us | prompt chars p50 |",
+                  "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
         lines += [
             f"| {c['policy']} | {c['endpoints']} | {c['decisions']} | {c['p50_us']} "
-            f"| {c['p99_us']} | {c['cpu_p50_us']} | {c['cpu_p99_us']} | {c['prompt_chars_p50']} |"
+            f"| {c['p99_us']} | {c['cpu_p50_us']} | {c['cpu_p99_us']} "
+            f"| {c.get('best_p50_us')} / {c.get('best_p99_us')} | {c['prompt_chars_p50']} |"
             for c in report["decision"]
         ]
+        lines += ["", "Best of replays: the same decisions replayed on fresh pools, each "
+                  "decision's least CPU time (what it costs without other processes' "
+                  "interference)."]  # fmt: skip
     lines += ["", "| goal | value | met |", "|---|---|---|"]
     lines += [f"| {g['goal']} | {g['value']} | {g['met']} |" for g in report["goals"]]
     return "\n".join(lines) + "\n"

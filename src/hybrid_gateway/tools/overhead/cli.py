@@ -54,7 +54,9 @@ from hybrid_gateway.tools.processes import (
 
 __all__ = ["TARGET_NAMES", "add_arguments", "run"]
 
-TARGET_NAMES = ("emulator", "bare", "gateway")
+# gateway-pool: the same gateway with each channel as a pool of one endpoint (``endpoints``
+# instead of ``base_url``), to compare the pool's pass-through path with the single client's.
+TARGET_NAMES = ("emulator", "bare", "gateway", "gateway-pool")
 T = TypeVar("T")
 
 _GATEWAY_CONFIG = """\
@@ -107,8 +109,9 @@ def add_arguments(overhead: argparse.ArgumentParser) -> None:
     overhead.add_argument(
         "--targets",
         type=_target_list,
-        default=list(TARGET_NAMES),
-        help="comma list of emulator,bare,gateway (default all)",
+        default=list(TARGET_NAMES[:3]),
+        help="comma list of emulator,bare,gateway,gateway-pool (default emulator,bare,gateway;"
+        " gateway-pool: the gateway with each channel a one-endpoint pool)",
     )
     overhead.add_argument(
         "--out", type=Path, default=Path("out/bench"), help="report folder (default out/bench/)"
@@ -219,14 +222,14 @@ def _start_targets(
         )
         bare = track_process(stack, start_process("bare", argv, logs, timeout))
         targets["bare"] = Target("bare", bare.url, bare, emulator)
-    if "gateway" in args.targets:
-        config = _write_gateway_config(work / "gateway", emulator.url)
+    for name in ("gateway", "gateway-pool"):
+        if name not in args.targets:
+            continue
+        config = _write_gateway_config(work / name, emulator.url, pool=name == "gateway-pool")
         argv = python_module_argv("hybrid_gateway.cli", "serve", "--config", str(config),
                                   "--log-level", args.gateway_log_level)  # fmt: skip
-        gateway = track_process(
-            stack, start_process("gateway", argv, logs, timeout, cwd=config.parent)
-        )
-        targets["gateway"] = Target("gateway", gateway.url, gateway, emulator)
+        gateway = track_process(stack, start_process(name, argv, logs, timeout, cwd=config.parent))
+        targets[name] = Target(name, gateway.url, gateway, emulator)
     return [targets[name] for name in args.targets]
 
 
@@ -236,10 +239,15 @@ def track_process(stack: contextlib.ExitStack, process: ManagedProcess) -> Manag
     return process
 
 
-def _write_gateway_config(folder: Path, emulator_url: str) -> Path:
+def _write_gateway_config(folder: Path, emulator_url: str, *, pool: bool = False) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "gateway.yaml"
-    path.write_text(_GATEWAY_CONFIG.format(base=f"{emulator_url}/v1"))
+    text = _GATEWAY_CONFIG.format(base=f"{emulator_url}/v1")
+    if pool:  # the one-endpoint pool form of the same channels
+        text = text.replace(
+            f'base_url: "{emulator_url}/v1"', f'endpoints: [{{url: "{emulator_url}/v1"}}]'
+        )
+    path.write_text(text)
     return path
 
 

@@ -90,4 +90,4 @@ class Request:
     body: object
     session: str | None = None
     # prefix_affinity's block hashes, computed once per request (a retry reuses them)
-    chain: list[int] | None = field(default=None)
+    chain: tuple[int, ...] | None = field(default=None)

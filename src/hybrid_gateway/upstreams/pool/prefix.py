@@ -1,77 +1,63 @@
 """``prefix_affinity``: send a conversation where its prefix is probably still in the KV cache.
 
-The rendered conversation (each message's role and text, in order) is cut in blocks of
-``block_chars`` characters; block i's hash covers blocks 0..i (a hash chain), so equal hashes
-mean equal prefixes.  The policy remembers which endpoints were sent each block hash (one LRU
-of at most ``max_blocks`` hashes over all endpoints, each with a bit mask: bounded memory;
-two generations, the older dropped when the newer holds half: an LRU to within a factor 2)
-and walks the request's chain while some candidate holds it.  The longest match's endpoint
-(the least loaded of those tied) takes the request if the match covers ``match_threshold`` of
-its blocks and the load guard allows; otherwise the least loaded candidate takes it.  Either way
-the chosen endpoint is recorded as holding every block of the request (as SGLang's cache_aware
-router does).
+The rendered conversation is cut in blocks and hashed as a chain (``chain.py``: equal hashes
+mean equal prefixes; a memo hashes only the messages it has not seen, so each turn of a
+conversation costs its new text).  The policy remembers which endpoints were sent each block
+hash (one LRU of at most ``max_blocks`` hashes over all endpoints, each with a bit mask:
+bounded memory; two generations, the older dropped when the newer holds half: an LRU to within
+a factor 2) and walks the request's chain while some candidate holds it, noting how deep each
+candidate's match goes.  The longest match's endpoint (the least loaded of those tied) takes
+the request if the match covers ``match_threshold`` of its blocks and the load guard allows;
+if the guard rules it out, the endpoint of the next shorter match still above the threshold
+(a shared system prompt, say) that the guard allows; failing those, or below the threshold,
+the least loaded candidate.  Either way the chosen endpoint is recorded as holding every
+block of the request (as SGLang's cache_aware router does).
 
-Load guard: the prefix's endpoint is passed over when its in-flight count is both more than
-``balance_abs`` above and more than ``balance_rel`` times the least loaded candidate's (SGLang's
-defaults: 64 and 1.5).  An ejected endpoint is forgotten (its bit cleared in one pass over the
-LRU): its server may have restarted cold.
+Load guard: an endpoint is passed over when its in-flight count n is both more than
+``balance_abs`` above the candidates' mean and more than ``balance_rel`` times it:
+``n - mean > abs and n > rel * mean``.  SGLang's cache_aware guard has the same form against
+the least loaded worker, at 64 / 1.5; with a few requests in flight per server some server is
+idle at most instants, so a guard against the least loaded either never trips (a large
+``balance_abs``) or moves most conversations off their cache (a small one).  Against the mean,
+the defaults (0.5 / 1.25) trip at 3 in flight when the mean is 2 and at 126 when it is 100.
+The walk, the masks and the guard are plain ints; the mean is one C-level sum, computed only
+when the target has more than ``balance_abs`` in flight.  An ejected endpoint is forgotten
+(its bit cleared in one pass over the LRU): its server may have restarted cold.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
+from operator import attrgetter
 
+from hybrid_gateway.upstreams.pool.chain import ChainMemo, block_chain, render_conversation
 from hybrid_gateway.upstreams.pool.endpoint import Endpoint, Request
 from hybrid_gateway.upstreams.pool.policies import Choice, least_loaded
 from hybrid_gateway.upstreams.pool.settings import BalancingConfig
 
-__all__ = ["PrefixAffinity", "block_chain", "render_conversation"]
+__all__ = ["MEMO_CHARS", "PrefixAffinity", "block_chain", "render_conversation"]
 
+_IN_FLIGHT = attrgetter("_in_flight")  # (the plain slot: the property costs more than the sum)
 
-def render_conversation(body: object) -> str:
-    """The conversation as a server's chat template would see its order: role, then text."""
-    if not isinstance(body, Mapping):
-        return ""
-    messages = body.get("messages")
-    if not isinstance(messages, list):
-        return ""
-    parts: list[str] = []
-    for message in messages:
-        if not isinstance(message, Mapping):
-            continue
-        parts.append(f"<|{message.get('role')}|>")
-        content = message.get("content")
-        if isinstance(content, str):
-            parts.append(content)
-        elif isinstance(content, list):  # content parts: their text, in order
-            parts.extend(str(p.get("text", "")) for p in content if isinstance(p, Mapping))
-    return "".join(parts)
-
-
-def block_chain(text: str, block_chars: int) -> list[int]:
-    """Hash of each full block together with every block before it (a partial tail is left
-    out: a server caches whole blocks only)."""
-    chain: list[int] = []
-    previous = 0
-    for start in range(0, len(text) - block_chars + 1, block_chars):
-        previous = hash((previous, text[start : start + block_chars]))
-        chain.append(previous)
-    return chain
+# Text the chain memo keeps (recent conversations' messages, about this many bytes).
+MEMO_CHARS = 8_000_000
 
 
 class PrefixAffinity:
     name = "prefix_affinity"
 
-    def __init__(self, config: BalancingConfig, endpoints: int) -> None:
-        self._block_chars = config.block_chars
+    def __init__(self, config: BalancingConfig, endpoints: int, memo_chars: int = MEMO_CHARS):
         self._threshold = config.match_threshold
         self._max_blocks = config.max_blocks
         self._abs, self._rel = config.balance_abs, config.balance_rel
         self._endpoints = endpoints
+        self._all = (1 << endpoints) - 1
+        self._memo = ChainMemo(config.block_chars, memo_chars)
         # block hash -> bit mask of the endpoints sent it (bit i: endpoint index i), in two
         # generations: a block used again moves to the young one; when the young one holds
         # max_blocks / 2, the old one is dropped and the young one becomes old.  Ints only, so
-        # the garbage collector sees two dicts, not one object per block.
+        # the garbage collector sees two dicts, not one object per block.  Their keys never
+        # overlap (a block moves, the swap empties the young one).
         self._young: dict[int, int] = {}
         self._old: dict[int, int] = {}
         self._turn = 0
@@ -80,27 +66,38 @@ class PrefixAffinity:
     def blocks(self) -> int:
         return len(self._young) + len(self._old)
 
-    def chain(self, request: Request) -> list[int]:
+    def chain(self, request: Request) -> tuple[int, ...]:
         if request.chain is None:
-            request.chain = block_chain(render_conversation(request.body), self._block_chars)
+            request.chain = self._memo.chain(request.body)
         return request.chain
 
     def choose(self, candidates: Sequence[Endpoint], request: Request) -> Choice:
         chain = self.chain(request)
-        holders, matched = self._longest_match(candidates, chain)
-        match = matched / len(chain) if chain else 0.0
-        if holders and match >= self._threshold:
-            target = least_loaded(holders)
-            least = least_loaded(candidates).in_flight
-            if self._guard_allows(target, least):
-                self._remember(target, chain)
-                return Choice(target, f"match={match:.2f}")
+        levels, noted = self._matches(candidates, chain)
+        top = levels[-1][0] / len(chain) if levels else 0.0
+        if top < self._threshold:
             spread = self._spread(candidates)
             self._remember(spread, chain)
-            return Choice(spread, f"match={match:.2f}; guard=load")
+            return Choice(spread, f"match={top:.2f}; least_loaded")
+        mean = -1.0  # the candidates' mean in-flight count, once needed
+        for depth, bits in reversed(levels):  # the longest match first, then shorter ones
+            if depth / len(chain) < self._threshold:
+                break
+            holders = _holders(candidates, bits)
+            target = holders[0] if len(holders) == 1 else least_loaded(holders)
+            if target.in_flight > self._abs:  # (else within balance_abs of any mean)
+                if mean < 0:
+                    mean = sum(map(_IN_FLIGHT, candidates)) / len(candidates)
+                if not self._guard_allows(target.in_flight, mean):
+                    continue
+            if depth == levels[-1][0]:
+                self._remember(target, chain, noted)
+                return Choice(target, f"match={top:.2f}")
+            self._remember(target, chain)
+            return Choice(target, f"match={top:.2f}; guard=load")
         spread = self._spread(candidates)
         self._remember(spread, chain)
-        return Choice(spread, f"match={match:.2f}; least_loaded")
+        return Choice(spread, f"match={top:.2f}; guard=load")
 
     def _spread(self, candidates: Sequence[Endpoint]) -> Endpoint:
         """The least loaded candidate; ties rotate over the requests placed this way (new
@@ -115,44 +112,76 @@ class PrefixAffinity:
             for block, mask in blocks.items():
                 blocks[block] = mask & keep
 
-    def _mask(self, block: int) -> int:
-        mask = self._young.get(block)
-        return mask if mask is not None else self._old.get(block, 0)
+    def _guard_allows(self, in_flight: int, mean: float) -> bool:
+        """May an endpoint with ``in_flight`` requests take one more, the candidates having
+        ``mean`` in flight on average?"""
+        return not (in_flight - mean > self._abs and in_flight > self._rel * mean)
 
-    def _guard_allows(self, target: Endpoint, least: int) -> bool:
-        """``least``: the fewest requests in flight on any candidate."""
-        over = target.in_flight - least
-        return not (over > self._abs and target.in_flight > self._rel * least)
-
-    def _longest_match(
-        self, candidates: Sequence[Endpoint], chain: list[int]
-    ) -> tuple[list[Endpoint], int]:
-        """The candidates holding the longest prefix of ``chain``, and its length in blocks."""
-        alive = self._mask(chain[0]) if chain else 0
-        if alive and len(candidates) < self._endpoints:  # some are out: only candidates count
+    def _matches(
+        self, candidates: Sequence[Endpoint], chain: tuple[int, ...]
+    ) -> tuple[list[tuple[int, int]], int]:
+        """How much of ``chain`` each candidate holds: ``(depth, bits)`` pairs by increasing
+        depth (the candidates in ``bits`` hold exactly ``depth`` leading blocks; the last pair:
+        the longest match), and how many leading blocks of the longest match are in the young
+        generation (the holders' bits already set there)."""
+        if not chain:
+            return [], 0
+        wanted = self._all
+        if len(candidates) < self._endpoints:  # some are out: only candidates count
             wanted = 0
             for candidate in candidates:
                 wanted |= 1 << candidate.index
-            alive &= wanted
-        if not alive:
-            return [], 0
-        matched = 1
-        mask = self._mask
-        for block in chain[1:]:
-            still = mask(block) & alive
-            if not still:
-                break
-            alive, matched = still, matched + 1
-        return [e for e in candidates if alive >> e.index & 1], matched
-
-    def _remember(self, endpoint: Endpoint, chain: list[int]) -> None:
-        young, old, bit = self._young, self._old, 1 << endpoint.index
-        half = self._max_blocks // 2
+        young, old = self._young.get, self._old.get
+        levels: list[tuple[int, int]] = []
+        mask, matched, in_young = wanted, 0, -1
         for block in chain:
-            mask = young.get(block)
-            if mask is None:
-                mask = old.pop(block, 0)
-                if len(young) >= half:  # the old generation goes; the young one is old now
-                    old, young = young, {}
-                    self._old, self._young = old, young
+            held = young(block)
+            if held is None:
+                if in_young < 0:
+                    in_young = matched
+                held = old(block, 0)
+            still = held & mask
+            if still != mask:
+                if matched:
+                    levels.append((matched, mask & ~still))
+                if not still:
+                    break
+                mask = still
+            matched += 1
+        else:
+            levels.append((matched, mask))
+        return levels, matched if in_young < 0 else in_young
+
+    def _remember(self, endpoint: Endpoint, chain: tuple[int, ...], start: int = 0) -> None:
+        """Note ``endpoint`` as holding every block of ``chain`` (its first ``start`` blocks:
+        already noted, in the young generation)."""
+        young, bit = self._young, 1 << endpoint.index
+        get = young.get
+        half = self._max_blocks // 2
+        for block in chain[start:] if start else chain:
+            mask = get(block)
+            if mask is not None:
+                if not mask & bit:
+                    young[block] = mask | bit
+                continue
+            mask = self._old.pop(block, 0)
+            if len(young) >= half:  # the old generation goes; the young one is old now
+                self._old, self._young = young, {}
+                young = self._young
+                get = young.get
             young[block] = mask | bit
+
+
+def _holders(candidates: Sequence[Endpoint], alive: int) -> list[Endpoint]:
+    """The candidates whose bit is set in ``alive`` (walks the set bits, not the candidates,
+    when candidate i is endpoint i)."""
+    holders = []
+    rest = alive
+    while rest:
+        low = rest & -rest
+        i = low.bit_length() - 1
+        if i >= len(candidates) or candidates[i].index != i:
+            return [e for e in candidates if alive >> e.index & 1]
+        holders.append(candidates[i])
+        rest ^= low
+    return holders

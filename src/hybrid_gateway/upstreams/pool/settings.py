@@ -46,10 +46,12 @@ class BalancingConfig(Strict):
     match_threshold: Annotated[float, Field(ge=0, le=1)] = 0.3
     # prefix_affinity: block hashes remembered over all endpoints (LRU beyond it).
     max_blocks: Annotated[int, Field(ge=64, le=10_000_000)] = 200_000
-    # prefix_affinity load guard: the prefix's endpoint is skipped for the least loaded one when
-    # its in-flight count is both balance_abs more and balance_rel times the least loaded's.
-    balance_abs: NonNegFloat = 64.0
-    balance_rel: Annotated[float, Field(ge=1)] = 1.5
+    # prefix_affinity load guard: an endpoint is passed over (for a shorter match's, else the
+    # least loaded) when its in-flight count n is both more than balance_abs above the
+    # candidates' mean and more than balance_rel times it (SGLang's form, against the mean
+    # rather than the least loaded): n - mean > balance_abs and n > balance_rel * mean.
+    balance_abs: NonNegFloat = 0.5
+    balance_rel: Annotated[float, Field(ge=1)] = 1.25
     # session: the key is the request's `user`, or this request header when given (the header
     # wins when both are present); requests without a key go least_outstanding.
     session_header: Annotated[str, Field(min_length=1, max_length=128)] | None = None
