@@ -79,7 +79,7 @@ def test_a_turn_hashes_only_its_new_messages() -> None:
 
 def test_the_guard_compares_with_the_mean_and_is_relative_at_large_loads() -> None:
     eps = endpoints(4, ManualClock())
-    config = BalancingConfig(policy="prefix_affinity", block_chars=32)  # abs 0.5, rel 1.25
+    config = BalancingConfig(policy="prefix_affinity", block_chars=32)  # abs 1, rel 1.5
     policy = PrefixAffinity(config, 4)
     body = conversation(SYSTEM, "q")
     home = policy.choose(eps, Request(body)).endpoint
@@ -95,10 +95,10 @@ def test_the_guard_compares_with_the_mean_and_is_relative_at_large_loads() -> No
         policy.forget(choice.endpoint)  # home stays the prefix's only holder
         return "moved"
 
-    assert place(2, 2, 2, 2) == "home"
-    assert place(3, 2, 2, 1) == "moved"  # mean 2: 3 - 2 > 0.5 and 3 > 1.25 * 2
-    assert place(120, 100, 100, 100) == "home"  # mean 105: 120 < 1.25 * 105
-    assert place(140, 100, 100, 100) == "moved"  # mean 110: 140 > 137.5
+    assert place(3, 2, 2, 1) == "home"  # mean 2: 3 is only 1 above it
+    assert place(4, 2, 2, 0) == "moved"  # mean 2: 4 - 2 > 1 and 4 > 1.5 * 2
+    assert place(150, 100, 100, 100) == "home"  # mean 112.5: 150 < 1.5 * 112.5
+    assert place(200, 100, 100, 100) == "moved"  # mean 125: 200 > 187.5
 
 
 def test_a_guarded_request_goes_to_a_shorter_match_before_an_empty_endpoint() -> None:

@@ -19,7 +19,9 @@ Load guard: an endpoint is passed over when its in-flight count n is both more t
 the least loaded worker, at 64 / 1.5; with a few requests in flight per server some server is
 idle at most instants, so a guard against the least loaded either never trips (a large
 ``balance_abs``) or moves most conversations off their cache (a small one).  Against the mean,
-the defaults (0.5 / 1.25) trip at 3 in flight when the mean is 2 and at 126 when it is 100.
+the defaults (1 / 1.5) trip at 4 in flight when the mean is 2 and at 151 when it is 100: a
+pile-up (a restarted server left idle, a burst on one prefix), not the jitter of a few
+requests; 0.5 / 1.25 trips at 3 and 126, trading cache hits for evenness.
 The walk, the masks and the guard are plain ints; the mean is one C-level sum, computed only
 when the target has more than ``balance_abs`` in flight.  An ejected endpoint is forgotten
 (its bit cleared in one pass over the LRU): its server may have restarted cold.

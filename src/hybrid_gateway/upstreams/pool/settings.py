@@ -50,8 +50,8 @@ class BalancingConfig(Strict):
     # least loaded) when its in-flight count n is both more than balance_abs above the
     # candidates' mean and more than balance_rel times it (SGLang's form, against the mean
     # rather than the least loaded): n - mean > balance_abs and n > balance_rel * mean.
-    balance_abs: NonNegFloat = 0.5
-    balance_rel: Annotated[float, Field(ge=1)] = 1.25
+    balance_abs: NonNegFloat = 1.0
+    balance_rel: Annotated[float, Field(ge=1)] = 1.5
     # session: the key is the request's `user`, or this request header when given (the header
     # wins when both are present); requests without a key go least_outstanding.
     session_header: Annotated[str, Field(min_length=1, max_length=128)] | None = None
