@@ -4,6 +4,7 @@ is e5's to decide, and an e5 that fails or stalls makes a bypass, never a failed
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Mapping
 from typing import cast
 
@@ -15,7 +16,7 @@ from pydantic import ValidationError
 from hybrid_gateway.accounting.prices import Price
 from hybrid_gateway.cache.semantic.build import build_cascade
 from hybrid_gateway.cache.semantic.cache import CacheBounds, SemanticCache
-from hybrid_gateway.cache.semantic.cascade import CascadeStep
+from hybrid_gateway.cache.semantic.cascade import CascadeRule, CascadeStep
 from hybrid_gateway.cache.semantic.decision import DecisionRule
 from hybrid_gateway.cache.semantic.hygiene import NoiseStripper, compile_uncacheable
 from hybrid_gateway.cache.semantic.settings import SemanticCacheConfig
@@ -77,7 +78,7 @@ def build(timeout_s: float | None = None) -> tuple[Pipeline, SemanticStage, Scri
     static, e5 = Scripted("static", STATIC), Scripted("e5", E5)
     rule = DecisionRule(threshold=0.99, guards=())
     cache = SemanticCache(bounds=CacheBounds(3600, 100, 10_000_000), rule=rule, clock=ManualClock())
-    step = CascadeStep(static, static_bound=0.9, threshold=0.99, timeout_s=timeout_s)
+    step = CascadeStep(static, static_bound=0.9, timeout_s=timeout_s)
     stage = SemanticStage(cache, e5, stripper=NoiseStripper(), shared_scopes={}, cascade=step)
     dispatcher = ScriptedDispatcher()
     for q in (RESET, RESET2, NEAR, WEATHER):
@@ -153,8 +154,12 @@ async def test_an_e5_that_stalls_is_a_bypass_after_the_timeout() -> None:
 
 async def test_a_hot_reload_moves_e5s_threshold_and_keeps_the_bound() -> None:
     pipeline, stage, _, _ = build()
-    stage.replace_decision(DecisionRule(threshold=0.99999, guards=()), None)
-    assert stage.cache.rule.threshold == 0.9  # the index is still judged by the static bound
+    assert stage.cache.rule.threshold == 0.99  # what stats, reloads and learning see: e5's
+    # the learned threshold's move: replace the rule's threshold (learning/build.py)
+    stage.replace_decision(dataclasses.replace(stage.cache.rule, threshold=0.99999), None)
+    rule = stage.cache.rule
+    assert isinstance(rule, CascadeRule) and rule.static_bound == 0.9
+    assert rule.threshold == 0.99999
     await pipeline.complete(chat(RESET), record())
     second = record()
     await pipeline.complete(chat(RESET2), second)

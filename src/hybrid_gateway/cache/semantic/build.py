@@ -145,4 +145,4 @@ def build_cascade(config: GatewayConfig, config_path: str | Path | None) -> Casc
                           "with: the cascade confirms with e5)")  # fmt: skip
     timeout = cfg.cascade.confirm_timeout_ms
     return CascadeStep(build_static_embedder(config.embedding), cfg.cascade.static_bound,
-                       cfg.threshold, None if timeout is None else timeout / 1000)  # fmt: skip
+                       None if timeout is None else timeout / 1000)  # fmt: skip

@@ -14,8 +14,10 @@ plausible:
                                          router; the candidate's is e5's recent-text reuse)
       -> the reranker, if any            as without the cascade
 
-``threshold`` stays e5's calibrated one, so the hit decision is e5's: precision cannot drop,
-and recall loses only the true hits whose static cosine falls under the bound (the bound is
+The cache's rule is a ``CascadeRule``: its ``threshold`` is still e5's calibrated one (what
+``/admin/cache/stats``, a reload and the learned threshold read and move), while its
+``judge`` cuts the static cosine at the bound.  The hit decision is e5's: precision cannot
+drop, and recall loses only the true hits whose static cosine falls under the bound (the bound is
 chosen on labelled pairs for that: benchmarks/experiments/static_embedder_cascade.py).  A miss
 is stored with its static vector alone; no e5 vector is ever stored.  The nearest candidate is
 the static index's, which is not always e5's nearest: a lookup may check a different entry than
@@ -34,7 +36,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hybrid_gateway.embedding.base import AsyncEmbedder
+from hybrid_gateway.cache.semantic.decision import DecisionRule, Verdict
+from hybrid_gateway.embedding.base import AsyncEmbedder, Vector
 from hybrid_gateway.embedding.lazy import LazyEmbedding
 from hybrid_gateway.types import RequestRecord
 
@@ -49,8 +52,28 @@ _STATIC_KEY = "static_embedding"
 class CascadeStep:
     static: AsyncEmbedder  # the index's embedder (owned by the stage: closed with it)
     static_bound: float  # static cosine under which a candidate is a certain miss
-    threshold: float  # e5's calibrated threshold (cache.semantic.threshold)
     timeout_s: float | None = None  # for e5's confirmation; None: wait
+
+
+@dataclass(frozen=True, slots=True)
+class CascadeRule(DecisionRule):
+    """e5's rule (``threshold``: e5's) judging the static index's candidates at the bound."""
+
+    static_bound: float = 1.0
+
+    def judge(
+        self,
+        question: str,
+        candidate: str,
+        similarity: float,
+        vectors: tuple[Vector, Vector] | None = None,
+    ) -> Verdict:
+        at_bound = DecisionRule(self.static_bound, self.guards, self.verifier)
+        return at_bound.judge(question, candidate, similarity, vectors)
+
+
+def cascade_rule(rule: DecisionRule, step: CascadeStep) -> CascadeRule:
+    return CascadeRule(rule.threshold, rule.guards, rule.verifier, step.static_bound)
 
 
 def attach_static(record: RequestRecord, lazy: LazyEmbedding) -> None:

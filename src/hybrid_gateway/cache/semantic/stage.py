@@ -36,7 +36,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from hybrid_gateway.cache.semantic import cascade as cascading
 from hybrid_gateway.cache.semantic.backend import SemanticBackend
@@ -109,7 +109,7 @@ class SemanticStage:
         self.writes_dropped = 0  # write-behind writes refused because too many were pending
         self._cascade = cascade
         if cascade is not None:  # the index is judged by the static bound, e5 by the threshold
-            self.cache.rule = replace(cache.rule, threshold=cascade.static_bound)
+            self.cache.rule = cascading.cascade_rule(cache.rule, cascade)
 
     def store_status(self) -> dict[str, object] | None:
         """For ``/healthz``: the shared vectors' store (None: the entries live in-process)."""
@@ -137,8 +137,7 @@ class SemanticStage:
         """Hot reload: the next lookup is judged by ``rule`` and the reranker's ``min_score`` and
         ``cosine_weight`` (its model stays: changing it needs a restart)."""
         if self._cascade is not None:
-            self._cascade = replace(self._cascade, threshold=rule.threshold)
-            rule = replace(rule, threshold=self._cascade.static_bound)
+            rule = cascading.cascade_rule(rule, self._cascade)
         self.cache.rule = rule
         if self._rerank is not None and reranker is not None:
             self._rerank = RerankStep(self._rerank.reranker, reranker.min_score,
@@ -273,15 +272,15 @@ class SemanticStage:
     ) -> None:
         """The cascade's checks: a certain miss names the static bound; a plausible hit is
         e5's to decide (the similarity shown is then e5's)."""
-        step = self._cascade
-        assert step is not None and found.verdict is not None
+        assert self._cascade is not None and found.verdict is not None
         if "threshold" in failed:
             failed[failed.index("threshold")] = cascading.STATIC_BOUND
         if "threshold" in passed:
             passed[passed.index("threshold")] = cascading.STATIC_BOUND
         if e5 is not None:
             record.similarity = e5
-            (passed if e5 >= step.threshold else failed).append(cascading.E5_CHECK)
+            ok = e5 >= self.cache.rule.threshold
+            (passed if ok else failed).append(cascading.E5_CHECK)
 
     def _same_beyond_cut(self, question: str, candidate: str) -> bool:
         """With ``embedding.max_tokens`` the vectors saw only each text's prefix: what lies
