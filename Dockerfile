@@ -21,7 +21,8 @@ RUN /opt/venv/bin/pip install --no-cache-dir ".[redis,postgres]"
 
 # -- runtime: the virtual environment only, run as an unprivileged user ------------------------
 FROM python:3.11-slim-bookworm
-ENV PATH=/opt/venv/bin:$PATH PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
+ENV PATH=/opt/venv/bin:$PATH PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 \
+    OPENBLAS_NUM_THREADS=1
 RUN useradd --system --uid 10001 --user-group --no-create-home --home-dir /var/lib/hybrid-gateway gateway \
     && mkdir -p /var/lib/hybrid-gateway /etc/hybrid-gateway \
     && chown gateway:gateway /var/lib/hybrid-gateway

@@ -31,9 +31,10 @@ SCHEMAS = Path(__file__).parent / "schemas"
 K8S_FILES = sorted((DEPLOY / "k8s").glob("*.yaml"))
 CONFIG_DIR = "/etc/hybrid-gateway"
 VAR_DIR = "/var/lib/hybrid-gateway"
-# Environment variables Python, pip or the OS read (ENV lines of the Dockerfile).
+# Environment variables Python, pip, numpy's BLAS or the OS read (ENV lines of the Dockerfile).
 PLATFORM_ENV = frozenset({"PATH", "PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED",
-                          "PIP_DISABLE_PIP_VERSION_CHECK", "PIP_NO_CACHE_DIR"})  # fmt: skip
+                          "PIP_DISABLE_PIP_VERSION_CHECK", "PIP_NO_CACHE_DIR",
+                          "OPENBLAS_NUM_THREADS"})  # fmt: skip
 
 
 # -- reading the files ------------------------------------------------------------------------
