@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
+from hybrid_gateway.api.app import create_app
 from hybrid_gateway.config import load_config, parse_config
 from hybrid_gateway.tools.bench.runner import lane_profiles, widened_channels
 from hybrid_gateway.tools.bench.strategies import (
@@ -141,6 +142,8 @@ def test_each_ablation_removes_one_part(
     }  # fmt: skip
     assert {part for part, on in parts.items() if not on} == {removed}
     assert config.cache.exact.enabled and heavy.queue is not None  # kept in every ablation
+    # what needs the classifier is off with it (learning/build_update.py refuses it at start)
+    assert config.routing.classifier is not None or not config.learning.router_update.enabled
     handed_on = [r.name for r in config.routing.rules if r.action == "classifier"]
     assert handed_on == ([] if removed == "classifier" else ["calculation-to-classifier"])
 
@@ -162,3 +165,11 @@ def test_the_article_profile_widens_the_base_channels(base: dict[str, Any]) -> N
     assert base["channels"]["heavy-local"]["max_concurrency"] == 32  # the base is not modified
     assert lane_profiles("default") == {"light": "light", "heavy": "heavy"}
     parse_config(wide)
+
+
+@pytest.mark.parametrize("name", sorted(STRATEGIES))
+def test_every_strategy_builds_a_gateway(name: str, base: dict[str, Any], tmp_path: Path) -> None:
+    # what only the gateway's start checks (learning.router_update needs the classifier, ...)
+    path = tmp_path / "gateway.yaml"
+    path.write_text(yaml.safe_dump(STRATEGIES[name](base, UPSTREAMS, tmp_path / "log.sqlite3")))
+    assert create_app(load_config(path), config_path=str(path)) is not None

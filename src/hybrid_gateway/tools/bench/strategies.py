@@ -121,6 +121,9 @@ def full_no_classifier(
     config["routing"]["exemplars"] = None
     rules = config["routing"].get("rules") or []
     config["routing"]["rules"] = [r for r in rules if r.get("action") != "classifier"]
+    update = config.get("learning", {}).get("router_update")
+    if isinstance(update, dict):  # nothing left to retrain
+        update["enabled"] = False
     return config
 
 
