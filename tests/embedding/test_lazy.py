@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 
 import numpy as np
+import pytest
 
+from hybrid_gateway.embedding.base import Vector
 from hybrid_gateway.embedding.lazy import LazyEmbedding, attach_embedding, request_embedding
 from hybrid_gateway.types import RequestRecord
 from tests.embedding.fakes import AsyncHashingEmbedder
@@ -33,3 +35,28 @@ async def test_one_caller_cancelled_does_not_cancel_the_vector() -> None:
     waiter.cancel()
     assert (await lazy.vector()).shape == (64,)
     assert embedder.calls == 1
+
+
+class _Gated(AsyncHashingEmbedder):
+    """Answers once ``open`` is set (an e5 slower than a stage's deadline)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.open = asyncio.Event()
+
+    async def embed_one(self, text: str) -> Vector:
+        await self.open.wait()
+        return await super().embed_one(text)
+
+
+async def test_a_stage_that_gave_up_alone_does_not_poison_the_next_caller() -> None:
+    # The cache cascade's e5 deadline left the vector while nobody else waited for it: the
+    # computation was cancelled, and the router's later `await vector()` raised
+    # CancelledError, which the handler took for a client that hung up (a 499 and a
+    # dropped connection in the bench).  A later caller now computes it again.
+    embedder = _Gated()
+    lazy = LazyEmbedding(embedder, "q")
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(lazy.vector(), 0.01)
+    embedder.open.set()
+    assert (await lazy.vector()).shape == (64,)

@@ -8,7 +8,8 @@ micro-batched with other requests) and returns the same array to every later cal
 
 One caller giving up does not cancel the vector for the others (the computation is shielded);
 when the last one gives up (the client hung up), the computation is cancelled, so the embedder
-drops the job instead of embedding a question nobody waits for.
+drops the job instead of embedding a question nobody waits for; a caller that comes after
+that (a stage that gave up on a deadline, then the router) starts it again.
 """
 
 from __future__ import annotations
@@ -42,7 +43,8 @@ class LazyEmbedding:
         return self._task is not None and self._task.done() and not self._task.cancelled()
 
     async def vector(self) -> Vector:
-        if self._task is None:
+        if self._task is None or (self._task.cancelled() and self._waiters == 0):
+            # first caller, or a caller after everyone before gave up: (re)compute
             embed_for = getattr(self._embedder, "embed_for", None)
             job = (
                 embed_for(self.text, self._alive)

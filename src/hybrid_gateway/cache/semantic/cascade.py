@@ -92,7 +92,9 @@ async def e5_similarity(
     (``TimeoutError`` past it; the embedder's own errors as they come)."""
 
     async def both() -> float:
-        q, c = await asyncio.gather(question.vector(), e5.embed_one(candidate))
+        # shielded: the deadline gives up on the request's vector, it does not cancel it (the
+        # router awaits the same vector next)
+        q, c = await asyncio.gather(asyncio.shield(question.vector()), e5.embed_one(candidate))
         return float(np.dot(q, c))
 
     return await asyncio.wait_for(both(), step.timeout_s)

@@ -132,6 +132,9 @@ def full_no_semantic(
 ) -> JsonDict:
     config = full(base, upstreams, request_log)
     config["cache"]["semantic"]["enabled"] = False
+    learning = config.get("learning", {})
+    if isinstance(learning.get("cache_threshold"), dict):  # no semantic threshold to move
+        learning["cache_threshold"]["enabled"] = False
     return config
 
 
