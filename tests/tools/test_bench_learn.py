@@ -51,13 +51,15 @@ def test_bench_learn_writes_both_curves_and_their_verdicts(tmp_path: Path) -> No
     router = report["router"]
     assert router["unseen_part"] == 30 and router["first_part"] == 70
     [point] = router["checkpoints"]
-    assert point["labels"] == 70  # rate 1: every light answer of the first part is audited
+    # rate 1: every light answer of the first part is audited, but an audit is skipped (never
+    # queued) while its lane is busy (learning/auditor.py), which a loaded CI machine makes
+    assert 56 <= point["labels"] <= 70
     assert point["train_exit"] in (0, 1) and point["candidate"]
-    assert [s["model"] for s in router["scores"]] == ["shipped", "learned@70"]
+    assert [s["model"] for s in router["scores"]] == ["shipped", f"learned@{point['labels']}"]
     assert all(0 <= s["apgr"] <= 1 for s in router["scores"])
     runs = report["cache"]["runs"]
     assert runs["bundled"]["total"]["requests"] == runs["learned"]["total"]["requests"] == 150
-    assert runs["learned"]["labels"] == runs["learned"]["total"]["hits"]  # rate 1
+    assert runs["learned"]["labels"] <= runs["learned"]["total"]["hits"]  # rate 1, less skips
     [held] = report["cache"]["held_out"]
     assert held["exit"] == 0 and held["at"]["bundled"] is not None
     assert report["verdicts"][0]["goal"].startswith("router APGR")
