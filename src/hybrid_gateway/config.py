@@ -17,6 +17,7 @@ import yaml
 from pydantic import Field, ValidationError, model_validator
 
 from hybrid_gateway.cache.semantic.settings import SemanticCacheConfig
+from hybrid_gateway.config_checks import cross_checks
 from hybrid_gateway.configbase import (
     FieldError as _FieldError,
 )
@@ -309,15 +310,21 @@ def _check_degradation(config: GatewayConfig) -> None:
 
 
 def parse_config(data: Any, source: str = "<config>") -> GatewayConfig:
-    """Validate an already-loaded mapping; raise ``ConfigError`` naming ``source``."""
+    """Validate an already-loaded mapping; raise ``ConfigError`` naming ``source``.
+
+    Then the checks across sections that ``serve`` would otherwise meet only while building
+    its runtime (``config_checks.py``).
+    """
     if not isinstance(data, dict):
         raise ConfigError(
             source, "<root>", f"a mapping at the top level, got {type(data).__name__}"
         )
     try:
-        return GatewayConfig.model_validate(data)
+        config = GatewayConfig.model_validate(data)
     except ValidationError as exc:
         raise _config_error(source, exc) from None
+    cross_checks(config, source)
+    return config
 
 
 def _config_error(source: str, exc: ValidationError) -> ConfigError:

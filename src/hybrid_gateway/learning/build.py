@@ -11,6 +11,7 @@ from pathlib import Path
 from hybrid_gateway.accounting.prices import Price
 from hybrid_gateway.cache.semantic.stage import SemanticStage, scope_of
 from hybrid_gateway.config import GatewayConfig, resolve_path
+from hybrid_gateway.config_checks import AUDIT_NEEDS_LOG, THRESHOLD_NEEDS_SEMANTIC
 from hybrid_gateway.errors import ConfigError
 from hybrid_gateway.learning.auditor import Auditor, AuditParts, VerdictListener
 from hybrid_gateway.learning.bound import FalseHitTracker
@@ -41,10 +42,7 @@ def _follower(
     if not settings.enabled:
         return ()
     if semantic is None:
-        raise ConfigError(
-            str(config_path or "<config>"), "learning.cache_threshold.enabled",
-            "false, or cache.semantic.enabled: true (it moves the semantic cache's threshold)",
-        )  # fmt: skip
+        raise ConfigError(str(config_path or "<config>"), *THRESHOLD_NEEDS_SEMANTIC)
     stage = semantic
 
     def apply(threshold: float) -> None:
@@ -84,10 +82,7 @@ def build_auditor(
     if not audit.enabled:
         return None
     if request_log is None:
-        raise ConfigError(
-            str(config_path or "<config>"), "learning.audit.enabled",
-            "false, or server.request_log.enabled: true (verdicts are stored with the log)",
-        )  # fmt: skip
+        raise ConfigError(str(config_path or "<config>"), *AUDIT_NEEDS_LOG)
     lanes = {
         name: (lane.channel,) + ((lane.backup,) if lane.backup is not None else ())
         for name, lane in config.lanes.items()

@@ -9,6 +9,11 @@ from typing import Any
 
 from hybrid_gateway.accounting.report import LogSource, sqlite_source
 from hybrid_gateway.config import GatewayConfig, resolve_path
+from hybrid_gateway.config_checks import (
+    UPDATE_NEEDS_CLASSIFIER,
+    UPDATE_NEEDS_LOG,
+    UPDATE_NEEDS_PROMPTS,
+)
 from hybrid_gateway.embedding.factory import SharedEmbedder
 from hybrid_gateway.errors import ConfigError
 from hybrid_gateway.learning.labels import Label, read_labels
@@ -23,8 +28,6 @@ from hybrid_gateway.routing.classifier import RouterModelError, load_model
 from hybrid_gateway.routing.router import LiveModel
 
 __all__ = ["build_router_update", "live_model_slot", "open_model_store"]
-
-_FIELD = "learning.router_update.enabled"
 
 
 def live_model_slot(config: GatewayConfig) -> LiveModel | None:
@@ -80,14 +83,13 @@ def build_router_update(
         return None
     source = str(config_path or "<config>")
     classifier = config.routing.classifier
+    # config_checks.py refuses these at parse time; a config built otherwise meets them here
     if classifier is None or embedder is None:
-        raise ConfigError(source, _FIELD, "false, or routing.classifier set (it updates it)")
+        raise ConfigError(source, *UPDATE_NEEDS_CLASSIFIER)
     if request_log is None:
-        raise ConfigError(source, _FIELD, "false, or server.request_log.enabled: true (versions "
-                          "and audits live in the records store)")  # fmt: skip
+        raise ConfigError(source, *UPDATE_NEEDS_LOG)
     if settings.train and config.server.request_log.prompts not in ("full", "redacted"):
-        raise ConfigError(source, _FIELD, "false, or server.request_log.prompts: full or "
-                          "redacted (it learns from the audited questions' text)")  # fmt: skip
+        raise ConfigError(source, *UPDATE_NEEDS_PROMPTS)
     try:
         file_model = load_model(model_path(classifier.model, config_path), embedder.namespace)
     except RouterModelError as exc:

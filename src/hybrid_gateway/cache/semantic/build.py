@@ -16,6 +16,7 @@ from hybrid_gateway.cache.semantic.stage import RerankStep, SemanticStage
 from hybrid_gateway.cache.semantic.store import SqliteEntryStore
 from hybrid_gateway.cache.semantic.verifier import VerifierError, load_verifier
 from hybrid_gateway.config import GatewayConfig, resolve_path
+from hybrid_gateway.config_checks import CASCADE_NEEDS_E5
 from hybrid_gateway.embedding.base import AsyncEmbedder
 from hybrid_gateway.embedding.factory import build_static_embedder
 from hybrid_gateway.errors import ConfigError
@@ -140,9 +141,7 @@ def build_cascade(config: GatewayConfig, config_path: str | Path | None) -> Casc
     if cfg.cascade is None:
         return None
     if config.embedding.backend == "static":
-        raise ConfigError(str(config_path or "<config>"), "cache.semantic.cascade",
-                          "null with embedding.backend static (nothing left to confirm "
-                          "with: the cascade confirms with e5)")  # fmt: skip
+        raise ConfigError(str(config_path or "<config>"), *CASCADE_NEEDS_E5)
     timeout = cfg.cascade.confirm_timeout_ms
     return CascadeStep(build_static_embedder(config.embedding), cfg.cascade.static_bound,
                        None if timeout is None else timeout / 1000)  # fmt: skip
