@@ -6,6 +6,7 @@ benchmarks/README.md); the Markdown and the plots are drawn from that same objec
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -37,6 +38,7 @@ from hybrid_gateway.tools.workload.schema import Labels
 __all__ = [
     "REFERENCE",
     "SCHEMA",
+    "FailedStrategy",
     "RunInfo",
     "StageRun",
     "build_report",
@@ -90,6 +92,15 @@ class RunInfo:
     workload: JsonDict
     emulators: JsonDict
     notes: Sequence[str] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True)
+class FailedStrategy:
+    """A strategy that gave no results: its gateway did not start, or the strategy broke."""
+
+    strategy: str
+    cause: str  # one line
+    logs: str = ""  # the folder of its processes' stdout/stderr
 
 
 def group_json(stats: GroupStats) -> JsonDict:
@@ -172,8 +183,13 @@ def _project_x_counts(stage: StageRun) -> JsonDict:
 
 
 def build_report(
-    info: RunInfo, stages: Sequence[StageRun], labels: Mapping[str, Labels]
+    info: RunInfo,
+    stages: Sequence[StageRun],
+    labels: Mapping[str, Labels],
+    failed: Sequence[FailedStrategy] = (),
 ) -> JsonDict:
+    """The report of the stages that ran; ``failed``: the strategies that gave none (a partial
+    run: the report lists them under ``failed``, each with its cause)."""
     results = [stage_json(s, labels, float(info.settings["duration_s"])) for s in stages]
     _fill_relative_cost(results)
     for r in results:
@@ -192,6 +208,7 @@ def build_report(
             name: STRATEGY_NOTES.get(name, "") for name in dict.fromkeys(s.strategy for s in stages)
         },
         "results": results,
+        "failed": [dataclasses.asdict(f) for f in failed],
         "table_stage": _table_stage(results),
         "table_stages": _table_stages(results),
         "goal": _goal(results),

@@ -18,7 +18,8 @@ JsonDict = dict[str, Any]
 def strategy_tables(report: JsonDict) -> list[str]:
     """The strategy table at each of ``table_stages`` (the highest concurrency, the open loop)."""
     rows: list[str] = []
-    for stage in report.get("table_stages") or [report["table_stage"]]:
+    table = report["table_stage"]  # None: no stage ran (every strategy failed)
+    for stage in report.get("table_stages") or ([table] if table is not None else []):
         if rows:
             rows.append("")
         rows += _strategy_table(report, stage)
@@ -63,6 +64,7 @@ def render_markdown(report: JsonDict, plots: Sequence[Path] = ()) -> str:
         f"{_run_extras(report)}.",
         "",
         *[f"- **{name}**: {note}" for name, note in report["strategies"].items()],
+        *_failed_lines(report),
         "",
         report["markdown_table"],
         "",
@@ -87,6 +89,15 @@ def render_markdown(report: JsonDict, plots: Sequence[Path] = ()) -> str:
         *[f"- {note}" for note in report["notes"]],
     ]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _failed_lines(report: JsonDict) -> list[str]:
+    """A partial run: the strategies that gave no results, and why (``failed`` in the JSON)."""
+    lines = []
+    for failed in report.get("failed") or ():
+        logs = f" (logs: `{failed['logs']}`)" if failed.get("logs") else ""
+        lines.append(f"- **{failed['strategy']}**: FAILED, no results{logs}: {failed['cause']}")
+    return lines
 
 
 def _run_extras(report: JsonDict) -> str:

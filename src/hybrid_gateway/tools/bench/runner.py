@@ -8,8 +8,10 @@ run of the load generator whose results are discarded, and the measured stage, w
 gateway's CPU and RSS sampled.  Stages of one strategy run in order on the same processes
 (c=20 then c=50 ... then open), as a long-running service would.  Once the gateway has
 stopped, the late answers of its deadline fallbacks are read from its request log
-(``late.py``).  Every process started here is stopped before ``main`` returns, on success,
-error or Ctrl-C.
+(``late.py``).  A strategy that breaks (its gateway does not start, a process dies) is listed
+in the report with a one-line cause and the run goes on with the next one; the report keeps
+what the others measured and the command exits 1.  Every process started here is stopped
+before ``main`` returns, on success, error or Ctrl-C.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import copy
 import dataclasses
 import subprocess
 import sys
+import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -31,7 +34,13 @@ import yaml
 from hybrid_gateway.config import parse_config
 from hybrid_gateway.errors import ConfigError
 from hybrid_gateway.tools.bench.late import late_of, read_audit_costs, read_late_rows
-from hybrid_gateway.tools.bench.report import RunInfo, StageRun, build_report, write_report
+from hybrid_gateway.tools.bench.report import (
+    FailedStrategy,
+    RunInfo,
+    StageRun,
+    build_report,
+    write_report,
+)
 from hybrid_gateway.tools.bench.stages import (
     BASELINE,
     BenchError,
@@ -80,7 +89,7 @@ def main(args: argparse.Namespace) -> int:
     try:
         with sigterm_stops_the_run():
             plan = _plan(args, run_dir)
-            stages = _run_all(args, plan)
+            stages, failed = _run_all(args, plan)
     except ConfigError as exc:
         print(f"bench run: {exc}", file=sys.stderr)
         return 2
@@ -99,11 +108,16 @@ def main(args: argparse.Namespace) -> int:
         emulators=_emulator_facts(plan),
     )
     labels = {item.id: item.labels for item in read_workload(plan.workload)}
-    report = build_report(info, stages, labels)
+    report = build_report(info, stages, labels, failed)
     paths = write_report(report, args.out, started, plots=not args.no_plots)
     print(report["markdown_table"])
     for path in paths:
         print(f"wrote {path}")
+    if failed:
+        causes = "; ".join(f"{f.strategy}: {f.cause}" for f in failed)
+        print(f"bench run: {len(failed)} of {len(args.strategies)} strategies failed, the report "
+              f"has the others: {causes}", file=sys.stderr)  # fmt: skip
+        return 1
     return 0
 
 
@@ -139,22 +153,61 @@ def widened_channels(base: Mapping[str, Any], profiles: Mapping[str, str]) -> di
     return config
 
 
-def _run_all(args: argparse.Namespace, plan: Plan) -> list[StageRun]:
-    """Every strategy in turn; the baseline first when the open loop offers its rate."""
+def _run_all(args: argparse.Namespace, plan: Plan) -> tuple[list[StageRun], list[FailedStrategy]]:
+    """Every strategy in turn; the baseline first when the open loop offers its rate.
+
+    A strategy that breaks is listed with its cause and the next one runs, but for the
+    baseline that sets the open loop's rate: without it, the others are not run.
+    """
     names = list(args.strategies)
-    if args.mode == "both" and args.rate is None:
+    sets_rate = args.mode == "both" and args.rate is None
+    if sets_rate:
         if BASELINE not in names:
             raise BenchError(f"--mode both needs --rate or the {BASELINE} strategy to set it")
         names.remove(BASELINE)
         names.insert(0, BASELINE)
     stages: list[StageRun] = []
+    failed: list[FailedStrategy] = []
     rate = args.rate
-    for name in names:
-        ran = _run_strategy(args, plan, name, rate)
+    for i, name in enumerate(names):
+        try:
+            ran = _run_strategy(args, plan, name, rate)
+        except Exception as exc:  # any one strategy's failure: the others are kept
+            failed.append(_failure(plan, name, exc))
+            print(f"strategy {name} failed: {failed[-1].cause}", file=sys.stderr)
+            if sets_rate and name == BASELINE:
+                cause = f"not run: {BASELINE} failed, and it sets the open loop's rate (--rate)"
+                failed += [FailedStrategy(later, cause) for later in names[i + 1 :]]
+                break
+            continue
         if rate is None and name == BASELINE:
             rate = sustained_rate(ran)
         stages += ran
-    return stages
+    return stages, failed
+
+
+# A strategy's expected ways to break: their message says it all (others are a bug: traceback).
+_BROKE = (BenchError, ProcessStartError, ProcessLookupError, OSError, ConfigError)
+
+
+def _failure(plan: Plan, name: str, exc: Exception) -> FailedStrategy:
+    if not isinstance(exc, _BROKE):
+        traceback.print_exception(exc, file=sys.stderr)
+    return FailedStrategy(name, one_line_cause(exc), str(plan.run_dir / name / "logs"))
+
+
+def one_line_cause(exc: BaseException) -> str:
+    """The first line of ``exc``; for a process that did not start, with the last line of its
+    stderr (a gateway's ``config error: FILE: FIELD: EXPECTED``)."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    head = lines[0] if lines else ""
+    if "stderr tail:" in lines:
+        tail = lines[lines.index("stderr tail:") + 1 :]
+        if tail and tail[-1] != "(no output)":
+            head = f"{head}: {tail[-1]}"
+    if not isinstance(exc, _BROKE):
+        head = f"{type(exc).__name__}: {head}" if head else type(exc).__name__
+    return head
 
 
 def _load_base(path: Path) -> Mapping[str, Any]:
