@@ -27,6 +27,11 @@ BAD: dict[str, tuple[dict[str, Any], str, str]] = {
          "cache": {"semantic": {"enabled": True, "cascade": {"static_bound": 0.8}}}},
         "cache.semantic.cascade", "null with embedding.backend static",
     ),
+    "router-cascade-static": (
+        {"embedding": {"backend": "static"},
+         "routing": {"classifier": {"model": "default", "cascade": {"margin": 1}}}},
+        "routing.classifier.cascade", "null with embedding.backend static",
+    ),
     "audit-no-log": (
         {"server": NO_LOG, "learning": {"audit": {"enabled": True}}},
         "learning.audit.enabled", "false, or server.request_log.enabled: true",

@@ -19,8 +19,8 @@ if TYPE_CHECKING:
     from hybrid_gateway.config import GatewayConfig
 
 __all__ = [
-    "AUDIT_NEEDS_LOG", "CASCADE_NEEDS_E5", "THRESHOLD_NEEDS_SEMANTIC", "UPDATE_NEEDS_CLASSIFIER",
-    "UPDATE_NEEDS_LOG", "UPDATE_NEEDS_PROMPTS", "cross_checks",
+    "AUDIT_NEEDS_LOG", "CASCADE_NEEDS_E5", "ROUTER_CASCADE_NEEDS_E5", "THRESHOLD_NEEDS_SEMANTIC",
+    "UPDATE_NEEDS_CLASSIFIER", "UPDATE_NEEDS_LOG", "UPDATE_NEEDS_PROMPTS", "cross_checks",
 ]  # fmt: skip
 
 # (field, what was expected there)
@@ -28,6 +28,10 @@ CASCADE_NEEDS_E5 = (
     "cache.semantic.cascade",
     "null with embedding.backend static (nothing left to confirm with: the cascade confirms "
     "with e5)",
+)
+ROUTER_CASCADE_NEEDS_E5 = (
+    "routing.classifier.cascade",
+    "null with embedding.backend static (the classifier already reads static vectors)",
 )
 AUDIT_NEEDS_LOG = (
     "learning.audit.enabled",
@@ -62,9 +66,12 @@ def _checks(config: GatewayConfig) -> list[tuple[bool, tuple[str, str]]]:
     log = config.server.request_log
     learning = config.learning
     update = learning.router_update
+    classifier = config.routing.classifier
     return [
         (semantic.enabled and semantic.cascade is not None
          and config.embedding.backend == "static", CASCADE_NEEDS_E5),
+        (classifier is not None and classifier.cascade is not None
+         and config.embedding.backend == "static", ROUTER_CASCADE_NEEDS_E5),
         (learning.audit.enabled and not log.enabled, AUDIT_NEEDS_LOG),
         (learning.audit.enabled and learning.cache_threshold.enabled and not semantic.enabled,
          THRESHOLD_NEEDS_SEMANTIC),

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from hybrid_gateway.config import parse_config
+from hybrid_gateway.config import load_config, parse_config
 from hybrid_gateway.tools.overhead.full import full_config
 from hybrid_gateway.tools.overhead.full_args import parse_setting
 from hybrid_gateway.tools.overhead.full_report import (
@@ -83,6 +83,12 @@ def test_full_config_is_a_valid_gateway_config_and_takes_settings() -> None:
     config = full_config("http://127.0.0.1:9", settings[:1])
     parsed = parse_config(config)
     assert parsed.cache.semantic.enabled and parsed.routing.classifier is not None
+    # both cascades on, as in examples/gateway-full.yaml
+    full = load_config(Path(__file__).parents[2] / "examples" / "gateway-full.yaml")
+    assert full.routing.classifier is not None and full.cache.semantic.cascade is not None
+    assert parsed.routing.classifier.cascade == full.routing.classifier.cascade
+    assert parsed.cache.semantic.cascade == full.cache.semantic.cascade
+    assert parsed.cache.semantic.write_behind
     assert parsed.embedding.max_wait_ms == 2
     assert settings[1] == ("cache.semantic.x.y", True)
     for bad in ("nokey", "=3", "a..b=1"):
@@ -121,8 +127,8 @@ def test_report_ratios_goals_and_stage_rest() -> None:
     (loop,) = report["open_loop"]
     assert loop["open_loop_p99_added_ms"] == 11.0
     (profile,) = report["stages"]
-    # 2.5 ms under load - (7 stages x 0.1 - embed 0.1 + embed batched 0.5)
-    assert profile["rest_ms"] == pytest.approx(2.5 - 1.1)
+    # 2.5 ms under load - (8 stages x 0.1 - embed 0.1 + embed batched 0.5)
+    assert profile["rest_ms"] == pytest.approx(2.5 - 1.2)
     goals = {(g["prompt"], g["goal"]): g["verdict"] for g in report["goals"]}
     assert goals[("short", "open_loop_p99_added_ms")] == "MET"
     assert goals[("long", "rps_ratio_to_pass_through")] == "n/a"
@@ -139,15 +145,17 @@ def test_whole_full_pipeline_command_smoke(tmp_path: Path) -> None:
         "hybrid_gateway.cli", "bench", "overhead", "--pipeline", "full", "--duration", "1",
         "--warmup", "0", "--concurrency", "4", "--prompts", "short", "--rate", "5",
         "--profile-requests", "2", "--out", str(out),
-        "--full-set", "cache.semantic.write_behind=true",
+        "--full-set", "cache.semantic.write_behind=false",
     )  # fmt: skip
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=540, env=child_env())
     assert proc.returncode == 0, proc.stderr[-3000:]
     (json_path,) = out.glob("overhead-full-*.json")
     report = json.loads(json_path.read_text())
     assert {r["target"] for r in report["results"]} == {"bare", "gateway", "full"}
-    assert report["settings"]["full_set"] == {"cache.semantic.write_behind": True}
-    assert report["command"].endswith("--full-set=cache.semantic.write_behind=true")
-    assert report["stages"][0]["cpu_ms_per_request"]["embed"] > 0
+    assert report["settings"]["full_set"] == {"cache.semantic.write_behind": False}
+    assert report["command"].endswith("--full-set=cache.semantic.write_behind=false")
+    # both cascades on: every question gets a static vector, e5 only where a cascade defers
+    stages = report["stages"][0]["cpu_ms_per_request"]
+    assert stages["static"] > 0 and stages["embed"] >= 0
     assert any(o["cache"] == "miss" for o in report["outcomes"])
     assert (out / json_path.name.replace(".json", ".md")).exists()

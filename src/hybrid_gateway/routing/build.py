@@ -2,7 +2,9 @@
 
 The classifier model is loaded (and checked against the embedder's namespace) here, at start-up,
 so a model trained under another embedder stops the gateway with a config error naming
-``routing.classifier.model`` instead of routing on meaningless scores.
+``routing.classifier.model`` instead of routing on meaningless scores.  The cascade's student
+(``routing.classifier.cascade``) is checked the same way against the static embedder, and
+against its teacher: a student distilled from another classifier is refused.
 """
 
 from __future__ import annotations
@@ -11,24 +13,31 @@ from importlib import resources
 from pathlib import Path
 
 from hybrid_gateway.config import GatewayConfig, resolve_path
+from hybrid_gateway.config_checks import ROUTER_CASCADE_NEEDS_E5
 from hybrid_gateway.embedding.base import AsyncEmbedder
 from hybrid_gateway.errors import ConfigError
+from hybrid_gateway.routing.cascade import RouterCascade, fingerprint, teacher_of
 from hybrid_gateway.routing.classifier import ClassifierModel, RouterModelError, load_model
 from hybrid_gateway.routing.exemplars import ExemplarClassifier, load_exemplars
 from hybrid_gateway.routing.router import GatewayRouter, Learned, LiveModel
-from hybrid_gateway.routing.settings import DEFAULT_MODEL
+from hybrid_gateway.routing.settings import DEFAULT_MODEL, ClassifierConfig
 from hybrid_gateway.types import RouteDecision
 
 DEFAULT_MODEL_FILE = "default.npz"
+DEFAULT_STUDENT_FILE = "default-static.npz"  # distilled from default.npz (`router distil`)
 
 
-def default_model_path() -> Path:
-    """The model shipped in the package (``routing/models/default.npz``)."""
-    return Path(str(resources.files("hybrid_gateway.routing.models") / DEFAULT_MODEL_FILE))
+def default_model_path(name: str = DEFAULT_MODEL_FILE) -> Path:
+    """A model shipped in the package (``routing/models/default.npz`` by default)."""
+    return Path(str(resources.files("hybrid_gateway.routing.models") / name))
 
 
-def model_path(value: str, config_path: str | Path | None) -> Path:
-    return default_model_path() if value == DEFAULT_MODEL else resolve_path(config_path, value)
+def model_path(
+    value: str, config_path: str | Path | None, default: str = DEFAULT_MODEL_FILE
+) -> Path:
+    return (
+        default_model_path(default) if value == DEFAULT_MODEL else resolve_path(config_path, value)
+    )
 
 
 def build_router(
@@ -37,7 +46,10 @@ def build_router(
     config_path: str | Path | None,
     embedder: AsyncEmbedder | None,
     live: LiveModel | None = None,
+    static: AsyncEmbedder | None = None,
 ) -> GatewayRouter:
+    """``static``: the runtime's static embedder, for ``routing.classifier.cascade``; None: the
+    classifier alone (offline replays route as e5's classifier would)."""
     source = str(config_path or "<config>")
     routing = config.routing
     lane_channels = {name: lane.channel for name, lane in config.lanes.items()}
@@ -54,6 +66,9 @@ def build_router(
             except RouterModelError as exc:
                 raise ConfigError(source, "routing.classifier.model", str(exc)) from None
             threshold = routing.classifier.threshold
+        cascade = None
+        if model is not None and static is not None and routing.classifier is not None:
+            cascade = _cascade(routing.classifier, model, static, source, config_path)
         exemplars = None
         if routing.exemplars is not None:
             sets = load_exemplars(resolve_path(config_path, routing.exemplars.path))
@@ -67,6 +82,7 @@ def build_router(
             model=model,
             threshold=threshold,
             live=live,  # learning.router_update: the versioned model, when one is live
+            cascade=cascade,
         )
     return GatewayRouter(
         routing,
@@ -74,3 +90,30 @@ def build_router(
         model_lanes={m.id: m.lane for m in config.models},
         learned=learned,
     )
+
+
+def _cascade(
+    classifier: ClassifierConfig,
+    teacher: ClassifierModel,
+    static: AsyncEmbedder,
+    source: str,
+    config_path: str | Path | None,
+) -> RouterCascade | None:
+    settings = classifier.cascade
+    if settings is None:
+        return None
+    field = "routing.classifier.cascade.model"
+    if static.namespace == teacher.namespace:
+        raise ConfigError(source, *ROUTER_CASCADE_NEEDS_E5)
+    path = model_path(settings.model, config_path, DEFAULT_STUDENT_FILE)
+    try:
+        student = load_model(path, static.namespace)
+    except RouterModelError as exc:
+        raise ConfigError(source, field, str(exc)) from None
+    expected = fingerprint(teacher)
+    if teacher_of(student) != expected:
+        raise ConfigError(
+            source, field, f"{path}: a student distilled from routing.classifier.model "
+            f"({classifier.model}); this one is not (run `hybrid-gateway router distil`)",
+        )  # fmt: skip
+    return RouterCascade(student, static, settings.margin, expected)

