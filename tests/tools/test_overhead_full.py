@@ -9,6 +9,7 @@ import json
 import subprocess
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -114,7 +115,8 @@ async def test_open_loop_counts_latency_from_the_due_time_and_errors() -> None:
 def test_report_ratios_goals_and_stage_rest() -> None:
     levels = [level("bare", 50, 10_000, 3.0), level("gateway", 50, 8_000, 4.0),
               level("full", 50, 2_400, 6.0)]  # fmt: skip
-    stage = StageProfile("classic", 5, dict.fromkeys(STAGES, 0.1), entries=9, embed_batch_ms=0.5)
+    stage = StageProfile("classic", 5, dict.fromkeys(STAGES, 0.1), entries=9, embed_batch_ms=0.5,
+                         embed_alone_ms=0.1)  # fmt: skip
     run = FullRun(argv=["hybrid-gateway", "bench", "overhead", "--pipeline=full"], settings={},
                   levels=levels, stages=[stage],
                   open_loop=[("gateway", "short", OpenLoopResult(100, 5, 500, 0, 2.0, 9.0, 12.0)),
@@ -127,8 +129,11 @@ def test_report_ratios_goals_and_stage_rest() -> None:
     (loop,) = report["open_loop"]
     assert loop["open_loop_p99_added_ms"] == 11.0
     (profile,) = report["stages"]
-    # 2.5 ms under load - (8 stages x 0.1 - embed 0.1 + embed batched 0.5)
+    # 2.5 ms under load - (8 stages x 0.1 - embed 0.1 + embed 0.1 x batched 0.5 / alone 0.1)
     assert profile["rest_ms"] == pytest.approx(2.5 - 1.2)
+    # stages one at a time dearer than the request under load (unseen static tokens): no rest
+    slow = StageProfile("classic", 5, dict.fromkeys(STAGES, 1.0), embed_alone_ms=0.1)
+    assert build_full_report(replace(run, stages=[slow]))["stages"][0]["rest_ms"] is None
     goals = {(g["prompt"], g["goal"]): g["verdict"] for g in report["goals"]}
     assert goals[("short", "open_loop_p99_added_ms")] == "MET"
     assert goals[("long", "rps_ratio_to_pass_through")] == "n/a"

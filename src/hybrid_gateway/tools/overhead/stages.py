@@ -71,6 +71,7 @@ class StageProfile:
     cpu_ms: dict[str, float] = field(default_factory=lambda: dict.fromkeys(STAGES, 0.0))
     entries: int = 0  # semantic-cache entries at the end (what the search ran over)
     embed_batch_ms: float = 0.0  # embed's CPU per text in one call of BATCH texts
+    embed_alone_ms: float = 0.0  # e5's CPU for one text alone (the embed stage's unit cost)
 
     @property
     def total_ms(self) -> float:
@@ -85,6 +86,7 @@ class StageProfile:
             "stages_total_ms": round(self.total_ms, 3),
             "embed_batch": BATCH,
             "embed_batch_ms_per_text": round(self.embed_batch_ms, 3),
+            "embed_alone_ms": round(self.embed_alone_ms, 3),
         }
 
 
@@ -117,6 +119,11 @@ async def _profile(config_path: Path, prompt: str, requests: int, warmup: int) -
             await _one(stage, router, cache, prompt_text(prompt, f"{token}-0-{n}", n), sink)
         profile.cpu_ms = {k: v / max(requests, 1) for k, v in profile.cpu_ms.items()}
         profile.entries = cache.entries
+        alone = [prompt_text(prompt, f"{token}-2-{n}", n) for n in range(1, 4)]
+        started = time.process_time()
+        for text in alone:
+            await embedder.embed_one(text)
+        profile.embed_alone_ms = (time.process_time() - started) * 1000 / len(alone)
         texts = [prompt_text(prompt, f"{token}-1-{n}", n) for n in range(1, BATCH + 1)]
         started = time.process_time()
         await embedder.embed_many(texts)
