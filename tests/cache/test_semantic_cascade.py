@@ -152,6 +152,25 @@ async def test_an_e5_that_stalls_is_a_bypass_after_the_timeout() -> None:
     await stage.aclose()
 
 
+async def test_an_e5_expected_too_late_is_a_bypass_before_any_work() -> None:
+    pipeline, stage, _, e5 = build(timeout_s=0.2)
+    await pipeline.complete(chat(RESET), record())
+    waits: list[list[str]] = []
+
+    def expected_ms(texts: list[str]) -> float:  # a backed-up queue: 5 s away
+        waits.append(list(texts))
+        return 5000.0
+
+    e5.expected_ms = expected_ms  # type: ignore[attr-defined]
+    asked = len(e5.asked)
+    second = record()
+    result = await pipeline.complete(chat(RESET2), second)
+    assert answer(result.body) == f"answer to {RESET2}"
+    assert second.cache is CacheOutcome.BYPASS and second.extra["cache_checks"] == "embedder_slow"
+    assert waits == [[RESET2, RESET]] and len(e5.asked) == asked  # nothing was sent to e5
+    await stage.aclose()
+
+
 async def test_a_hot_reload_moves_e5s_threshold_and_keeps_the_bound() -> None:
     pipeline, stage, _, _ = build()
     assert stage.cache.rule.threshold == 0.99  # what stats, reloads and learning see: e5's

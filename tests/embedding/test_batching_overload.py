@@ -201,3 +201,46 @@ async def test_a_full_queue_first_makes_room_by_dropping_clients_that_left() -> 
     await asyncio.gather(first, queued[1], newcomer)
     assert inner.calls[1] == ["q1", "newcomer"]
     await embedder.aclose()
+
+
+class _Timed(HashingEmbedder):
+    """Each call takes 2 ms of the injected clock per estimated token."""
+
+    def __init__(self, clock: ManualClock) -> None:
+        super().__init__()
+        self.clock = clock
+
+    def embed(self, texts: Sequence[str]) -> Matrix:
+        self.clock._now += 0.002 * sum(estimate_tokens(t) for t in texts)
+        return super().embed(texts)
+
+
+async def test_the_expected_wait_is_queued_and_own_tokens_at_the_measured_rate() -> None:
+    clock = ManualClock()
+    inner = _Timed(clock)
+    embedder = BatchingEmbedder(inner, clock=clock)
+    assert embedder.expected_ms(["x" * 30]) is None  # nothing timed yet
+    await embedder.embed_one("a" * 30)  # 12 tokens in 24 ms: 2 ms a token
+    assert embedder.expected_ms(["a" * 30]) == 0.0  # a recent text costs nothing
+    assert embedder.expected_ms(["b" * 30, "c" * 9]) == pytest.approx((12 + 5) * 2.0)
+    await embedder.aclose()
+
+
+async def test_the_expected_wait_counts_the_queue_and_the_running_batch() -> None:
+    gate = threading.Event()
+    clock = ManualClock()
+    inner = _Timed(clock)
+    inner._gate = gate
+    embedder = BatchingEmbedder(inner, clock=clock)
+    gate.set()
+    await embedder.embed_one("a" * 30)  # the rate: 2 ms a token
+    gate.clear()
+    inner.entered.clear()
+    running = asyncio.ensure_future(embedder.embed_one("b" * 60))  # 22 tokens, in the model
+    await asyncio.to_thread(inner.entered.wait, 10)
+    queued = asyncio.ensure_future(embedder.embed_one("c" * 30))  # 12 tokens, waiting
+    await asyncio.sleep(0)
+    assert embedder.expected_ms(["d" * 9]) == pytest.approx((22 + 12 + 5) * 2.0)
+    gate.set()
+    await asyncio.gather(running, queued)
+    await embedder.aclose()

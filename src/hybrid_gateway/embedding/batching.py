@@ -16,7 +16,11 @@ Overload is handled like any overload:
   embedded: when its awaiting task is cancelled, or (``embed_for``) when the client's
   connection is found closed as the worker forms a batch;
 * **reuse**: the vectors of the last ``cache_size`` texts are kept (exact text match), so a
-  repeated question is not embedded again.
+  repeated question is not embedded again;
+* **prediction**: ``expected_ms(texts)`` says how long new texts would wait for their vectors
+  (the tokens queued and in the running batch, plus theirs, at the model's measured
+  milliseconds per token): a caller with a deadline (the cache's cascade) does not start work
+  that cannot finish in time.
 
 Tokens are estimated from the text's size (``estimate_tokens``), not counted: counting means
 tokenizing, which costs the bundled engine milliseconds per text.
@@ -101,6 +105,8 @@ class BatchingEmbedder:
         self.reused = 0  # texts answered from the recent vectors
         self.rejected = 0  # texts refused because the queue was full
         self.dropped = 0  # jobs whose request left before they were embedded
+        self._ms_per_token: float | None = None  # measured, moving average; None: no batch yet
+        self._busy_tokens = 0  # of the batch the model is embedding now
 
     @property
     def namespace(self) -> str:
@@ -183,6 +189,19 @@ class BatchingEmbedder:
                 return  # already taken into a batch
             self.dropped += 1
 
+    def expected_ms(self, texts: Sequence[str]) -> float | None:
+        """How long vectors of ``texts`` would take from now: the estimated tokens queued, in
+        the running batch and of the texts not among the recent ones, at the measured rate;
+        0 when every text is recent, None before the first batch has been timed."""
+        new = sum(estimate_tokens(t) for t in texts if t not in self._recent)
+        rate = self._ms_per_token
+        if new == 0 or rate is None:
+            return 0.0 if new == 0 else None
+        with self._cond:
+            waiting = sum(estimate_tokens(job.text) for job in self._jobs)
+            busy = self._busy_tokens
+        return (busy + waiting + new) * rate
+
     # -- the worker side -----------------------------------------------------------------
     def _ensure_thread(self) -> None:  # under self._cond
         if self._thread is None and not self._stopping:
@@ -235,6 +254,10 @@ class BatchingEmbedder:
             budget -= cost
         return batch
 
+    def _measured(self, elapsed_ms: float, tokens: int) -> None:
+        if tokens > 0:
+            self._ms_per_token = _moving(self._ms_per_token, elapsed_ms / tokens)
+
     def _purge(self) -> None:  # under self._cond
         """Every queued job whose client has left goes now, not when its turn comes: under
         a burst their slots are what new requests need."""
@@ -260,15 +283,25 @@ class BatchingEmbedder:
                 continue
             self.batches += 1
             self.texts += len(batch)
-            self.tokens += sum(job.tokens for job in batch if job.tokens > 0)
+            tokens = sum(job.tokens for job in batch if job.tokens > 0)
+            self.tokens += tokens
+            self._busy_tokens = tokens
+            started = self._clock.now()
             try:
                 vectors = self._embedder.embed([job.text for job in batch])
             except Exception as exc:  # every waiter gets the failure, the worker carries on
                 for job in batch:
                     job.loop.call_soon_threadsafe(_fail, job.future, exc)
                 continue
+            finally:
+                self._busy_tokens = 0
+            self._measured((self._clock.now() - started) * 1000, tokens)
             for job, vector in zip(batch, vectors, strict=True):
                 job.loop.call_soon_threadsafe(_resolve, job.future, np.array(vector))
+
+
+def _moving(old: float | None, value: float) -> float:
+    return value if old is None else 0.8 * old + 0.2 * value
 
 
 def _resolve(future: asyncio.Future[Vector], vector: Vector) -> None:

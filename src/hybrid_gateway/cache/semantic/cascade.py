@@ -26,7 +26,10 @@ e5 alone would have.
 When e5 cannot answer the confirmation, the request does not wait and does not fail: queue full
 ``embedder_busy``, slower than ``confirm_timeout_ms`` ``embedder_slow``, an error
 ``embedder_error``; each is a bypass (``x-gateway-cache: bypass``), the answer still goes
-upstream and is stored under its static vector.
+upstream and is stored under its static vector.  ``embedder_slow`` is also decided *before*
+any work starts when the embedder predicts a longer wait (``BatchingEmbedder.expected_ms``:
+the tokens queued and the texts' own at its measured rate): a 2,000-character prompt, or a
+queue backed up behind one, would only burn CPU for a confirmation that comes too late.
 """
 
 from __future__ import annotations
@@ -81,6 +84,14 @@ async def e5_similarity(
 ) -> float:
     """e5's cosine of the request's question and a stored one, within ``step.timeout_s``
     (``TimeoutError`` past it; the embedder's own errors as they come)."""
+
+    expect = getattr(e5, "expected_ms", None)
+    if step.timeout_s is not None and callable(expect):
+        texts = [candidate] if question.computed else [question.text, candidate]
+        wait = expect(texts)
+        if wait is not None and wait > step.timeout_s * 1000:
+            # it would miss the deadline: no work is started (a long text, a backed-up queue)
+            raise TimeoutError(f"e5 expected in {wait:.0f} ms")
 
     async def both() -> float:
         # shielded: the deadline gives up on the request's vector, it does not cancel it (the
