@@ -31,6 +31,7 @@ from hybrid_gateway.routing.build import build_router, default_model_path
 from hybrid_gateway.routing.classifier import ClassifierModel, load_model
 from hybrid_gateway.routing.dataset import bundled_embedder
 from hybrid_gateway.routing.heads import LinearHead
+from hybrid_gateway.routing.outcomes import OutcomeRow
 from hybrid_gateway.routing.router import LiveModel
 from hybrid_gateway.routing.training import TrainingSet
 from hybrid_gateway.types import ChatRequest, RequestRecord
@@ -115,6 +116,45 @@ async def test_a_better_candidate_is_versioned_and_swapped_in(
     await shared.aclose()
     await updater.aclose()
     store.close()
+
+
+async def test_a_version_trained_here_brings_its_student_along(
+    tmp_path: Path, shipped: ClassifierModel, embedder: object
+) -> None:
+    """With the classifier's cascade on, the accepted version's student is the live one moved
+    towards the new model; the router's clear cases then name the version and the student."""
+    from hybrid_gateway.embedding.static import StaticE5Embedder
+    from hybrid_gateway.routing.build import DEFAULT_STUDENT_FILE
+    from hybrid_gateway.routing.cascade import teacher_logit
+
+    log = tmp_path / "requests.sqlite3"
+    await write_router_audits(log, NOW - 3600, 60, light_fine=True)
+    static_model = StaticE5Embedder()
+    student = load_model(default_model_path(DEFAULT_STUDENT_FILE), None)
+
+    async def embed_static(texts: Sequence[str]) -> Matrix:
+        return static_model.embed(list(texts))
+
+    live, clock = LiveModel(), ManualClock()
+    updater = RouterUpdater(parts(log, live, shipped, embedder, clock, file_student=student,
+                                  embed_static=embed_static))  # fmt: skip
+    assert await updater.train_once() == "accepted"
+    current = live.current
+    assert current is not None and current.student is not None and current.version == 2
+    followed = current.student.info["followed_rows"]
+    assert isinstance(followed, int) and followed > 0
+    # on the audited questions the moved student is nearer the new model than the old one was
+    with sqlite_source(log) as source:
+        texts = sorted({label.prompt for label in read_labels(source, 0, NOW + 1)
+                        if label.prompt is not None})  # fmt: skip
+    rows = [OutcomeRow(t, 1.0, 1.0, "", "audits") for t in texts]
+    e5 = TrainingSet.build(rows, embedder.embed(texts))  # type: ignore[attr-defined]
+    static = TrainingSet.build(rows, static_model.embed(texts))
+    target = teacher_logit(current.model, e5)
+    before = np.abs(teacher_logit(student, static) - target).mean()
+    after = np.abs(teacher_logit(current.student, static) - target).mean()
+    assert after < before
+    await updater.aclose()
 
 
 def bundled_async() -> SharedEmbedder:

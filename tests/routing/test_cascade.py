@@ -19,12 +19,14 @@ from hybrid_gateway.routing.cascade import (
     TEACHER_KEY,
     RouterCascade,
     fingerprint,
+    follow,
+    teacher_logit,
     teacher_of,
 )
 from hybrid_gateway.routing.classifier import ClassifierModel, load_model
 from hybrid_gateway.routing.router import GatewayRouter, LiveModel, VersionedModel
 from hybrid_gateway.routing.training import TrainingSet
-from hybrid_gateway.tools.router_distil import as_model, fit_student, held_out, teacher_logit
+from hybrid_gateway.tools.router_distil import as_model, fit_student, held_out
 from hybrid_gateway.types import RequestRecord, RouteDecision
 from tests.routing.fakes import WordHashEmbedder, with_embedding
 from tests.routing.helpers import synthetic_rows, trained_model
@@ -48,14 +50,21 @@ class StaticFake(WordHashEmbedder):
         return await super().embed_one(text)
 
 
-def distil(teacher: ClassifierModel, e5: WordHashEmbedder, static: WordHashEmbedder,
-           path: Path, *, teacher_print: str | None = None) -> ClassifierModel:  # fmt: skip
+def distil_model(
+    teacher: ClassifierModel, e5: WordHashEmbedder, static: WordHashEmbedder,
+    teacher_print: str | None = None,
+) -> ClassifierModel:  # fmt: skip
     rows = synthetic_rows()
     texts = [r.prompt for r in rows]
     z = teacher_logit(teacher, TrainingSet.build(rows, e5.embed(texts)))
     student = fit_student(TrainingSet.build(rows, static.embed(texts)), z, l2=1e-3)
     info: dict[str, object] = {TEACHER_KEY: {"fingerprint": teacher_print or fingerprint(teacher)}}
-    model = as_model(student, static.namespace, info)
+    return as_model(student, static.namespace, info)
+
+
+def distil(teacher: ClassifierModel, e5: WordHashEmbedder, static: WordHashEmbedder,
+           path: Path, *, teacher_print: str | None = None) -> ClassifierModel:  # fmt: skip
+    model = distil_model(teacher, e5, static, teacher_print)
     model.save(path)
     return model
 
@@ -126,13 +135,38 @@ async def test_near_the_threshold_e5s_classifier_decides(tmp_path: Path) -> None
     assert (e5.calls, static.calls) == (1, 1)
 
 
-async def test_a_live_version_is_e5s_alone(tmp_path: Path) -> None:
+async def test_a_live_version_without_a_student_is_e5s_alone(tmp_path: Path) -> None:
     live = LiveModel()
     router, e5, static = cascade_router(tmp_path, margin=0.5, live=live)
     live.current = VersionedModel(trained_model(WordHashEmbedder()), 3)
     decision = await decide(router, e5, HARD)
     assert decision.rule == "classifier@v3"
     assert (e5.calls, static.calls) == (1, 0)
+
+
+async def test_a_live_version_with_its_student_decides_clear_cases(tmp_path: Path) -> None:
+    live = LiveModel()
+    router, e5, _ = cascade_router(tmp_path, margin=0.5, live=live)
+    teacher = trained_model(WordHashEmbedder())
+    student = distil(teacher, WordHashEmbedder(), StaticFake(), tmp_path / "v3.npz")
+    live.current = VersionedModel(teacher, 3, student)
+    decision = await decide(router, e5, HARD)
+    assert (decision.lane, decision.rule) == ("heavy", "classifier@v3:static")
+    assert e5.calls == 0
+
+
+def test_following_moves_a_student_towards_new_logits() -> None:
+    e5, static = WordHashEmbedder(), StaticFake()
+    teacher = trained_model(e5)
+    student = distil_model(teacher, e5, static)
+    rows = synthetic_rows()
+    data = TrainingSet.build(rows, static.embed([r.prompt for r in rows]))
+    target = teacher_logit(teacher, data) + 1.5  # a retrained model: every logit up by 1.5
+    moved = follow(student, data, target, l2=1.0)
+    before = np.abs(teacher_logit(student, data) - target).mean()
+    after = np.abs(teacher_logit(moved, data) - target).mean()
+    assert after < 0.2 * before and moved.info["followed_rows"] == len(rows)
+    assert moved.namespace == student.namespace
 
 
 async def test_a_static_outage_costs_an_e5_call_not_the_request(tmp_path: Path) -> None:

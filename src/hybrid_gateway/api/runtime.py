@@ -212,7 +212,7 @@ def build_runtime(
     )  # fmt: skip
     router_update = build_router_update(
         config, config_path, request_log=request_log, embedder=embedder, live=live,
-        clock=clock, metrics=RouterUpdateMetrics(metrics.registry),
+        clock=clock, metrics=RouterUpdateMetrics(metrics.registry), static=static,
     )  # fmt: skip
     pipeline = Pipeline(
         PipelineParts(router=router, dispatcher=dispatcher, prices=prices,

@@ -22,7 +22,7 @@ from hybrid_gateway.learning.model_store import ModelStore, PostgresModelStore, 
 from hybrid_gateway.learning.router_update import RouterUpdater, UpdateParts
 from hybrid_gateway.observability.journaled_log import RequestLog
 from hybrid_gateway.resilience.clock import Clock
-from hybrid_gateway.routing.build import model_path
+from hybrid_gateway.routing.build import load_student, model_path
 from hybrid_gateway.routing.calibrate_cli import light_cost_of
 from hybrid_gateway.routing.classifier import RouterModelError, load_model
 from hybrid_gateway.routing.router import LiveModel
@@ -77,6 +77,7 @@ def build_router_update(
     clock: Clock,
     metrics: RouterUpdateMetrics,
     wall: Callable[[], float] = time.time,
+    static: SharedEmbedder | None = None,
 ) -> RouterUpdater | None:
     settings = config.learning.router_update
     if not settings.enabled or live is None:
@@ -94,12 +95,14 @@ def build_router_update(
         file_model = load_model(model_path(classifier.model, config_path), embedder.namespace)
     except RouterModelError as exc:
         raise ConfigError(source, "routing.classifier.model", str(exc)) from None
+    student = load_student(config, config_path, file_model, static)  # the cascade's, if on
     parts = UpdateParts(
         settings=settings, live=live, file_model=file_model, namespace=embedder.namespace,
         store=open_model_store(config, config_path, request_log),
         labels=_labels(config, config_path, request_log), embed=embedder.embed_many,
         threshold=classifier.threshold, light_cost=light_cost_of(config), clock=clock,
-        wall=wall, metrics=metrics,
+        wall=wall, metrics=metrics, file_student=student,
+        embed_static=static.embed_many if student is not None and static is not None else None,
     )  # fmt: skip
     metrics.version.set(0)  # the file's model until a version is loaded
     return RouterUpdater(parts)

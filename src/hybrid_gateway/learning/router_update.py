@@ -18,7 +18,11 @@ A background task on the gateway's clock does two things:
   does not load, is refused: this replica keeps its model and logs why.
 
 The model goes to the router through ``LiveModel`` (one reference, replaced whole: a request
-reads it once); decisions it makes are named ``classifier@vN``.
+reads it once); decisions it makes are named ``classifier@vN``.  With the classifier's static
+cascade on, a version trained here carries a student moved along with it (the new model's
+logits on the same audited questions, ``routing/cascade.py`` ``follow``): its clear cases are
+``classifier@vN:static``.  A version loaded by the poll (another replica's, a rollback) has
+none here, and e5's classifier decides each of its questions.
 """
 
 from __future__ import annotations
@@ -40,7 +44,9 @@ from hybrid_gateway.learning.model_store import ModelStore
 from hybrid_gateway.learning.router_fit import Candidate, Fit, outcome_rows, train_candidate
 from hybrid_gateway.learning.settings import RouterUpdateConfig
 from hybrid_gateway.resilience.clock import Clock
+from hybrid_gateway.routing.cascade import follow, teacher_logit
 from hybrid_gateway.routing.classifier import ClassifierModel, RouterModelError, load_model
+from hybrid_gateway.routing.outcomes import OutcomeRow
 from hybrid_gateway.routing.router import LiveModel, VersionedModel
 from hybrid_gateway.routing.training import TrainingSet, scores_of
 
@@ -49,6 +55,9 @@ __all__ = ["OperatingPoint", "RouterUpdater", "UpdateParts", "model_bytes", "mod
 log = logging.getLogger("hybrid_gateway.learning")
 
 _EMBED_BATCH = 64
+# the student's change per retrain: strong ridge, since a few hundred audited questions say
+# little about 394 weights (routing/cascade.py ``follow``)
+_STUDENT_L2 = 10.0
 
 
 def model_bytes(model: ClassifierModel) -> bytes:
@@ -99,6 +108,10 @@ class UpdateParts:
     wall: Callable[[], float]
     metrics: RouterUpdateMetrics | None = None
     fit: Fit | None = None  # None: fit_with_prior (a test passes a deliberately bad one)
+    # routing.classifier.cascade: the file model's static student and the static embedder; a
+    # version trained here gets its own student, moved along with the classifier (None: off)
+    file_student: ClassifierModel | None = None
+    embed_static: Callable[[Sequence[str]], Awaitable[Matrix]] | None = None
 
 
 class RouterUpdater:
@@ -116,8 +129,10 @@ class RouterUpdater:
         current = self._p.live.current
         return self._p.file_model if current is None else current.model
 
-    def _use(self, model: ClassifierModel, version: int) -> None:
-        self._p.live.current = VersionedModel(model, version)  # one assignment: the swap
+    def _use(
+        self, model: ClassifierModel, version: int, student: ClassifierModel | None = None
+    ) -> None:
+        self._p.live.current = VersionedModel(model, version, student)  # one assignment: swap
         if self._p.metrics is not None:
             self._p.metrics.version.set(version)
 
@@ -182,8 +197,9 @@ class RouterUpdater:
             self._count("refused")
             log.warning("router update dropped: v%d went live while it trained", self.version)
             return "refused"
+        student = await self._student(rows, data, candidate.model)
         stored = await asyncio.to_thread(self._store, candidate, old, new, now)
-        self._use(candidate.model, stored)
+        self._use(candidate.model, stored, student)
         self._count("accepted")
         log.warning("router update accepted as v%d: %s", stored, figures)
         return "accepted"
@@ -202,6 +218,22 @@ class RouterUpdater:
                    "live_area": candidate.replay.live_area, "prior_version": self.version,
                    "threshold": self._p.threshold}  # fmt: skip
         return store.add(now, self._p.namespace, metrics, model_bytes(candidate.model))
+
+    async def _student(
+        self, rows: list[OutcomeRow], e5: TrainingSet, model: ClassifierModel
+    ) -> ClassifierModel | None:
+        """The live student moved to ``model``'s logits on the audited questions (None: no
+        cascade, or the live version came from elsewhere and has no student here)."""
+        current = self._p.live.current
+        base = self._p.file_student if current is None else current.student
+        if base is None or self._p.embed_static is None:
+            return None
+        texts = [r.prompt for r in rows]
+        parts = [await self._p.embed_static(texts[i : i + _EMBED_BATCH])
+                 for i in range(0, len(texts), _EMBED_BATCH)]  # fmt: skip
+        static = TrainingSet.build(rows, np.concatenate(parts).astype(np.float32))
+        target = teacher_logit(model, e5)
+        return await asyncio.to_thread(follow, base, static, target, _STUDENT_L2)
 
     async def _embed(self, texts: list[str]) -> Matrix:
         parts = [await self._p.embed(texts[i : i + _EMBED_BATCH])

@@ -17,10 +17,13 @@ needs e5 and the agreement with e5 at several margins).
 
 The student is tied to its teacher: the file records the teacher's fingerprint (a hash of its
 weights) and the gateway refuses a student distilled from another classifier.  When
-``learning.router_update`` has made a retrained version live, the student (distilled from the
-file's model) no longer matches it: every question then goes to e5's classifier (rule
-``classifier@vN``) until a student is distilled again.  When the static vector cannot be had
-(its embedder's queue full, an error), e5's classifier decides too: a warning in the log.
+``learning.router_update`` trains a new version, the replica that trains it moves its student
+along (``follow``: the new classifier's logits on the audited questions, fitted as a change to
+the live student), and the version decides with it (rule ``classifier@vN:static``).  A version
+this replica loaded from the records store (trained by another replica, or a rollback) has no
+student here: e5's classifier decides every question (rule ``classifier@vN``).  When the
+static vector cannot be had (its embedder's queue full, an error), e5's classifier decides
+too: a warning in the log.
 """
 
 from __future__ import annotations
@@ -30,12 +33,17 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from hybrid_gateway.embedding.base import AsyncEmbedder
 from hybrid_gateway.routing.classifier import ClassifierModel
 from hybrid_gateway.routing.heads import LinearHead
+from hybrid_gateway.routing.training import TrainingSet
 
-STATIC_RULE = "classifier:static"
+F64 = npt.NDArray[np.float64]
+
+STATIC_SUFFIX = ":static"  # classifier:static, classifier@vN:static
+STATIC_RULE = "classifier" + STATIC_SUFFIX
 TEACHER_KEY = "teacher"  # the student's info: the teacher's namespace and fingerprint
 
 
@@ -76,3 +84,46 @@ class RouterCascade:
 
     def decides(self, p_static: float, threshold: float) -> bool:
         return abs(logit(p_static) - logit(threshold)) >= self.margin
+
+
+def teacher_logit(teacher: ClassifierModel, e5: TrainingSet) -> F64:
+    """The classifier's logit for each row (its e5 vectors): what a student learns to give."""
+    p = np.clip(teacher.p_complex_many(e5.vectors, e5.feats, e5.prompts), 1e-9, 1 - 1e-9)
+    return np.asarray(np.log(p / (1 - p)))
+
+
+def student_design(static: TrainingSet, mean: F64, std: F64) -> F64:
+    """``[static vector, standardised text features, 1]`` per row."""
+    feats = (static.feats.astype(np.float64) - mean) / std
+    return np.hstack([static.vectors.astype(np.float64), feats, np.ones((len(static.rows), 1))])
+
+
+def ridge(x: F64, target: F64, l2: float) -> F64:
+    """Least squares with ``l2`` on every weight but the last (the bias)."""
+    penalty = np.full(x.shape[1], l2)
+    penalty[-1] = 0.0
+    return np.asarray(np.linalg.solve(x.T @ x + np.diag(penalty), x.T @ target), np.float64)
+
+
+def follow(
+    student: ClassifierModel, static: TrainingSet, target: F64, l2: float
+) -> ClassifierModel:
+    """``student`` moved towards ``target`` logits on ``static``'s rows: a ridge fit of the
+    difference, added to its weights (a retrained classifier is its predecessor plus a small
+    change, learned from a few hundred audited questions: the student follows it the same way;
+    ``l2`` keeps the change small where the rows say little)."""
+    head = student.head
+    if not isinstance(head, LinearHead):
+        raise ValueError("a student is a linear model")
+    mean = student.feature_mean.astype(np.float64)
+    std = student.feature_std.astype(np.float64)
+    x = student_design(static, mean, std)
+    current = student.p_complex_many(static.vectors, static.feats, static.prompts)
+    current = np.clip(current, 1e-9, 1 - 1e-9)
+    delta = ridge(x, target - np.log(current / (1 - current)), l2)
+    d = head.dim
+    moved = LinearHead((head.embed_weights + delta[:d]).astype(np.float32),
+                       (head.feature_weights + delta[d:-1]).astype(np.float32),
+                       float(head.bias + delta[-1]))  # fmt: skip
+    return ClassifierModel(student.namespace, moved, student.feature_mean, student.feature_std,
+                           dict(student.info, followed_rows=len(static.rows)))  # fmt: skip

@@ -25,7 +25,7 @@ from hybrid_gateway.embedding.lazy import (
     request_embedding,
     static_embedding,
 )
-from hybrid_gateway.routing.cascade import STATIC_RULE, RouterCascade
+from hybrid_gateway.routing.cascade import STATIC_SUFFIX, RouterCascade
 from hybrid_gateway.routing.classifier import ClassifierModel
 from hybrid_gateway.routing.exemplars import ExemplarClassifier
 from hybrid_gateway.routing.rules import RequestFeatures, RuleBook, extract_features
@@ -43,6 +43,8 @@ class VersionedModel:
 
     model: ClassifierModel
     version: int
+    # its static student, for the cascade (trained here); None: e5's classifier decides all
+    student: ClassifierModel | None = None
 
 
 class LiveModel:
@@ -150,11 +152,13 @@ class GatewayRouter:
             model, rule = versioned.model, f"{CLASSIFIER_RULE}@v{versioned.version}"
         if model is None:
             return None
-        # the student copies the file's model: a live version (classifier@vN) is e5's alone
-        if learned.cascade is not None and versioned is None:
-            static = await _student(learned, features, record, lazy, embed)
-            if static is not None:
-                return static
+        # the cascade: the file model's student, or the live version's when it has one
+        if learned.cascade is not None:
+            student = learned.cascade.student if versioned is None else versioned.student
+            if student is not None:
+                static = await _student(learned, student, rule, features, record, lazy, embed)
+                if static is not None:
+                    return static
         if not (embed or lazy.computed):
             return None
         p = model.p_complex(await lazy.vector(), features.question)
@@ -164,6 +168,8 @@ class GatewayRouter:
 
 async def _student(
     learned: Learned,
+    student: ClassifierModel,
+    rule: str,
     features: RequestFeatures,
     record: RequestRecord,
     lazy: LazyEmbedding,
@@ -185,8 +191,8 @@ async def _student(
     except Exception as exc:  # any failure: e5's classifier decides
         log.warning("static vector unavailable, e5's classifier decides: %r", exc)
         return None
-    p = cascade.student.p_complex(vector, features.question)
+    p = student.p_complex(vector, features.question)
     if not cascade.decides(p, learned.threshold):
         return None
     base = learned.complex if p >= learned.threshold else learned.simple
-    return RouteDecision(base.lane, base.channel, STATIC_RULE, p, learned.threshold)
+    return RouteDecision(base.lane, base.channel, f"{rule}{STATIC_SUFFIX}", p, learned.threshold)

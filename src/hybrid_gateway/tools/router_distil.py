@@ -33,7 +33,13 @@ import numpy.typing as npt
 
 from hybrid_gateway.embedding.base import namespace_of
 from hybrid_gateway.routing.build import DEFAULT_STUDENT_FILE, default_model_path, model_path
-from hybrid_gateway.routing.cascade import TEACHER_KEY, fingerprint
+from hybrid_gateway.routing.cascade import (
+    TEACHER_KEY,
+    fingerprint,
+    ridge,
+    student_design,
+    teacher_logit,
+)
 from hybrid_gateway.routing.classifier import ClassifierModel, RouterModelError, load_model
 from hybrid_gateway.routing.cli import add_data_arguments, columns_of
 from hybrid_gateway.routing.dataset import (
@@ -67,21 +73,12 @@ def fit_student(data: TrainingSet, target: F64, l2: float) -> Student:
     standardised text features; the bias is not penalised."""
     mean = data.feats.mean(axis=0).astype(np.float64)
     std = data.feats.std(axis=0).astype(np.float64) + 1e-6
-    x = _design(data, mean, std)
-    penalty = np.full(x.shape[1], l2)
-    penalty[-1] = 0.0
-    weights = np.asarray(np.linalg.solve(x.T @ x + np.diag(penalty), x.T @ target), np.float64)
+    weights = ridge(student_design(data, mean, std), target, l2)
     return Student(weights, mean, std, data.vectors.shape[1])
 
 
-def _design(data: TrainingSet, mean: F64, std: F64) -> F64:
-    feats = (data.feats.astype(np.float64) - mean) / std
-    ones = np.ones((len(data.rows), 1))
-    return np.hstack([data.vectors.astype(np.float64), feats, ones])
-
-
 def student_logit(student: Student, data: TrainingSet) -> F64:
-    return np.asarray(_design(data, student.mean, student.std) @ student.weights)
+    return np.asarray(student_design(data, student.mean, student.std) @ student.weights)
 
 
 def as_model(student: Student, namespace: str, info: dict[str, object]) -> ClassifierModel:
@@ -89,11 +86,6 @@ def as_model(student: Student, namespace: str, info: dict[str, object]) -> Class
     head = LinearHead(w[:d].astype(np.float32), w[d:-1].astype(np.float32), float(w[-1]))
     return ClassifierModel(namespace, head, student.mean.astype(np.float32),
                            student.std.astype(np.float32), info)  # fmt: skip
-
-
-def teacher_logit(teacher: ClassifierModel, e5: TrainingSet) -> F64:
-    p = np.clip(teacher.p_complex_many(e5.vectors, e5.feats, e5.prompts), 1e-9, 1 - 1e-9)
-    return np.asarray(np.log(p / (1 - p)))
 
 
 def held_out(
