@@ -202,3 +202,23 @@ def test_config_is_checked() -> None:
         "cache": {"semantic": {"enabled": True, "cascade": cascade}}})  # fmt: skip
     with pytest.raises(ConfigError, match=r"cache\.semantic\.cascade"):
         build_cascade(config, None)
+
+
+@pytest.mark.parametrize("cascade", [True, False])
+async def test_the_static_index_is_prefiltered_from_fewer_entries(cascade: bool) -> None:
+    from hybrid_gateway.cache.semantic.build import build_semantic_stage
+    from hybrid_gateway.cache.semantic.index import EXACT_UP_TO, STATIC_EXACT_UP_TO, NumpyIndex
+    from hybrid_gateway.config import parse_config
+    from tests.test_config import minimal
+
+    semantic: dict[str, object] = {"enabled": True}
+    if cascade:
+        semantic["cascade"] = {"static_bound": 0.9}
+    config = parse_config(minimal(cache={"semantic": semantic}))
+    e5, static = Scripted("e5", E5), Scripted("static", STATIC)
+    stage = build_semantic_stage(config, config_path=None, clock=ManualClock(), embedder=e5,
+                                 static=static)  # fmt: skip
+    index = cast(SemanticCache, stage.cache)._index
+    assert isinstance(index, NumpyIndex)
+    assert index._exact_up_to == (STATIC_EXACT_UP_TO if cascade else EXACT_UP_TO)
+    await stage.aclose()

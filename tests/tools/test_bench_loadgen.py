@@ -120,7 +120,8 @@ def test_closed_loop_records_every_request(stack: Gateway, workload: Path, tmp_p
             assert result.ttft_ms is not None and 0 < result.ttft_ms <= result.latency_ms
         else:
             assert result.ttft_ms is None
-        assert 0 <= result.start_s < 2.0 and result.latency_ms > 0
+        # the last one may start a hair after 2.0 s: its clock is read after the duration check
+        assert 0 <= result.start_s < 2.0 + 0.1 and result.latency_ms > 0
     caches = {r.cache for r in results}
     assert caches == {"miss", "exact"}
     assert any(r.item == "pin-again" and r.cache == "exact" for r in results)

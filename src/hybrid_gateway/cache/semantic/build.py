@@ -10,6 +10,7 @@ from hybrid_gateway.cache.semantic.cascade import CascadeStep
 from hybrid_gateway.cache.semantic.cross_encoder import CrossEncoderError, E5CrossEncoderReranker
 from hybrid_gateway.cache.semantic.decision import DecisionRule, VerifierCheck
 from hybrid_gateway.cache.semantic.hygiene import DEFAULT_NOISE, NoiseStripper
+from hybrid_gateway.cache.semantic.index import STATIC_EXACT_UP_TO, NumpyIndex
 from hybrid_gateway.cache.semantic.rerank import CrossEncoderReranker, HttpReranker, Reranker
 from hybrid_gateway.cache.semantic.settings import RerankerConfig, SemanticCacheConfig
 from hybrid_gateway.cache.semantic.stage import RerankStep, SemanticStage
@@ -117,7 +118,10 @@ def build_semantic_stage(
         cache = build_pg_cache(config, bounds, rule, clock, pg_health, source)
     else:
         store = SqliteEntryStore(resolve_path(config_path, cfg.path)) if cfg.path else None
-        local = SemanticCache(bounds=bounds, rule=rule, clock=clock, store=store)
+        # the cascade's static index: sign-prefiltered from STATIC_EXACT_UP_TO entries (an
+        # exact product over every entry was most of a short request's CPU; index.py)
+        search = NumpyIndex(exact_up_to=STATIC_EXACT_UP_TO) if cascade is not None else None
+        local = SemanticCache(bounds=bounds, rule=rule, clock=clock, store=store, index=search)
         local.load_at_start(index.namespace)
         cache = local
     rerank = None
