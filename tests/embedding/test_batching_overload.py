@@ -209,9 +209,11 @@ class _Timed(HashingEmbedder):
     def __init__(self, clock: ManualClock) -> None:
         super().__init__()
         self.clock = clock
+        self.load_s = 0.0  # added to the next call only
 
     def embed(self, texts: Sequence[str]) -> Matrix:
-        self.clock._now += 0.002 * sum(estimate_tokens(t) for t in texts)
+        self.clock._now += self.load_s + 0.002 * sum(estimate_tokens(t) for t in texts)
+        self.load_s = 0.0
         return super().embed(texts)
 
 
@@ -220,6 +222,9 @@ async def test_the_expected_wait_is_queued_and_own_tokens_at_the_measured_rate()
     inner = _Timed(clock)
     embedder = BatchingEmbedder(inner, clock=clock)
     assert embedder.expected_ms(["x" * 30]) is None  # nothing timed yet
+    inner.load_s = 5.0  # the first call loads the model: not a rate
+    await embedder.embed_one("z" * 30)
+    assert embedder.expected_ms(["x" * 30]) is None
     await embedder.embed_one("a" * 30)  # 12 tokens in 24 ms: 2 ms a token
     assert embedder.expected_ms(["a" * 30]) == 0.0  # a recent text costs nothing
     assert embedder.expected_ms(["b" * 30, "c" * 9]) == pytest.approx((12 + 5) * 2.0)
@@ -233,6 +238,7 @@ async def test_the_expected_wait_counts_the_queue_and_the_running_batch() -> Non
     inner._gate = gate
     embedder = BatchingEmbedder(inner, clock=clock)
     gate.set()
+    await embedder.embed_one("z" * 30)  # the first call: not timed
     await embedder.embed_one("a" * 30)  # the rate: 2 ms a token
     gate.clear()
     inner.entered.clear()

@@ -192,7 +192,8 @@ class BatchingEmbedder:
     def expected_ms(self, texts: Sequence[str]) -> float | None:
         """How long vectors of ``texts`` would take from now: the estimated tokens queued, in
         the running batch and of the texts not among the recent ones, at the measured rate;
-        0 when every text is recent, None before the first batch has been timed."""
+        0 when every text is recent, None before a batch has been timed (the first one, which
+        loads the model, is not)."""
         new = sum(estimate_tokens(t) for t in texts if t not in self._recent)
         rate = self._ms_per_token
         if new == 0 or rate is None:
@@ -255,7 +256,8 @@ class BatchingEmbedder:
         return batch
 
     def _measured(self, elapsed_ms: float, tokens: int) -> None:
-        if tokens > 0:
+        # the first call loads the model (seconds for the bundled one): not a rate
+        if tokens > 0 and self.batches > 1:
             self._ms_per_token = _moving(self._ms_per_token, elapsed_ms / tokens)
 
     def _purge(self) -> None:  # under self._cond
