@@ -151,7 +151,7 @@ def render_full_markdown(report: JsonDict) -> str:
         "carries a unique question (no exact or semantic hit); `bare` = the aiohttp relay "
         "(floor), `gateway` = pass-through (rules, exact cache, request log), `full` = the "
         "same plus the semantic cache (SQLite store) and the classifier on the bundled "
-        "embedder.", "",
+        "embedder, each with its static cascade unless `--full-set` says otherwise.", "",
         "| target | prompt | conc | RPS | p50 ms | p99 ms | errors | CPU ms/req | peak RSS MiB |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]  # fmt: skip
