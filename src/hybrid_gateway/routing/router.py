@@ -18,6 +18,7 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
+from hybrid_gateway.embedding.batching import EmbedderSaturated
 from hybrid_gateway.embedding.lazy import (
     LazyEmbedding,
     attach_static,
@@ -189,7 +190,10 @@ async def _student(
     try:
         vector = await static.vector()
     except Exception as exc:  # any failure: e5's classifier decides
-        log.warning("static vector unavailable, e5's classifier decides: %r", exc)
+        # a full queue or a client that left is overload, counted where it happens; an error
+        # is news
+        level = logging.INFO if isinstance(exc, EmbedderSaturated) else logging.WARNING
+        log.log(level, "static vector unavailable, e5's classifier decides: %r", exc)
         return None
     p = student.p_complex(vector, features.question)
     if not cascade.decides(p, learned.threshold):
