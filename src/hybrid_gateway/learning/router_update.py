@@ -44,7 +44,7 @@ from hybrid_gateway.learning.model_store import ModelStore
 from hybrid_gateway.learning.router_fit import Candidate, Fit, outcome_rows, train_candidate
 from hybrid_gateway.learning.settings import RouterUpdateConfig
 from hybrid_gateway.resilience.clock import Clock
-from hybrid_gateway.routing.cascade import follow, teacher_logit
+from hybrid_gateway.routing.cascade import follow, logits_of
 from hybrid_gateway.routing.classifier import ClassifierModel, RouterModelError, load_model
 from hybrid_gateway.routing.outcomes import OutcomeRow
 from hybrid_gateway.routing.router import LiveModel, VersionedModel
@@ -58,6 +58,12 @@ _EMBED_BATCH = 64
 # the student's change per retrain: strong ridge, since a few hundred audited questions say
 # little about 394 weights (routing/cascade.py ``follow``)
 _STUDENT_L2 = 10.0
+
+
+async def _embed(embed: Callable[[Sequence[str]], Awaitable[Matrix]], texts: list[str]) -> Matrix:
+    """``texts`` embedded _EMBED_BATCH at a time (the e5 and the static embedder alike)."""
+    parts = [await embed(texts[i : i + _EMBED_BATCH]) for i in range(0, len(texts), _EMBED_BATCH)]
+    return np.concatenate(parts).astype(np.float32)
 
 
 def model_bytes(model: ClassifierModel) -> bytes:
@@ -171,7 +177,7 @@ class RouterUpdater:
             log.info("router update: %d usable router audits, %d needed", len(rows),
                      settings.min_labels)  # fmt: skip
             return "too_few_labels"
-        vectors = await self._embed([r.prompt for r in rows])
+        vectors = await _embed(self._p.embed, [r.prompt for r in rows])
         data = TrainingSet.build(rows, vectors)
         live, version = self._model(), self.version
         extra = {} if self._p.fit is None else {"fit": self._p.fit}
@@ -228,17 +234,10 @@ class RouterUpdater:
         base = self._p.file_student if current is None else current.student
         if base is None or self._p.embed_static is None:
             return None
-        texts = [r.prompt for r in rows]
-        parts = [await self._p.embed_static(texts[i : i + _EMBED_BATCH])
-                 for i in range(0, len(texts), _EMBED_BATCH)]  # fmt: skip
-        static = TrainingSet.build(rows, np.concatenate(parts).astype(np.float32))
-        target = teacher_logit(model, e5)
+        vectors = await _embed(self._p.embed_static, [r.prompt for r in rows])
+        static = TrainingSet.build(rows, vectors)
+        target = logits_of(model, e5)
         return await asyncio.to_thread(follow, base, static, target, _STUDENT_L2)
-
-    async def _embed(self, texts: list[str]) -> Matrix:
-        parts = [await self._p.embed(texts[i : i + _EMBED_BATCH])
-                 for i in range(0, len(texts), _EMBED_BATCH)]  # fmt: skip
-        return np.concatenate(parts).astype(np.float32)
 
     def _count(self, outcome: str) -> None:
         if self._p.metrics is not None:

@@ -132,4 +132,4 @@ def _cascade(
             source, field, f"{path}: a student distilled from routing.classifier.model "
             f"({classifier.model}); this one is not (run `hybrid-gateway router distil`)",
         )  # fmt: skip
-    return RouterCascade(student, static, settings.margin, expected)
+    return RouterCascade(student, static, settings.margin)

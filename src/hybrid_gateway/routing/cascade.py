@@ -80,15 +80,15 @@ class RouterCascade:
     student: ClassifierModel  # over the static embedder's vectors
     embedder: AsyncEmbedder  # the static embedder (the runtime's, shared with the cache)
     margin: float  # in logits, around the threshold's
-    teacher: str  # the fingerprint of the classifier it was distilled from
 
     def decides(self, p_static: float, threshold: float) -> bool:
         return abs(logit(p_static) - logit(threshold)) >= self.margin
 
 
-def teacher_logit(teacher: ClassifierModel, e5: TrainingSet) -> F64:
-    """The classifier's logit for each row (its e5 vectors): what a student learns to give."""
-    p = np.clip(teacher.p_complex_many(e5.vectors, e5.feats, e5.prompts), 1e-9, 1 - 1e-9)
+def logits_of(model: ClassifierModel, data: TrainingSet) -> F64:
+    """``model``'s logit for each row of ``data`` (vectors of ``model``'s embedder): a teacher's
+    are what its student learns to give."""
+    p = np.clip(model.p_complex_many(data.vectors, data.feats, data.prompts), 1e-9, 1 - 1e-9)
     return np.asarray(np.log(p / (1 - p)))
 
 
@@ -118,9 +118,7 @@ def follow(
     mean = student.feature_mean.astype(np.float64)
     std = student.feature_std.astype(np.float64)
     x = student_design(static, mean, std)
-    current = student.p_complex_many(static.vectors, static.feats, static.prompts)
-    current = np.clip(current, 1e-9, 1 - 1e-9)
-    delta = ridge(x, target - np.log(current / (1 - current)), l2)
+    delta = ridge(x, target - logits_of(student, static), l2)
     d = head.dim
     moved = LinearHead((head.embed_weights + delta[:d]).astype(np.float32),
                        (head.feature_weights + delta[d:-1]).astype(np.float32),

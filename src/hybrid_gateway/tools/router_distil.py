@@ -36,9 +36,10 @@ from hybrid_gateway.routing.build import DEFAULT_STUDENT_FILE, default_model_pat
 from hybrid_gateway.routing.cascade import (
     TEACHER_KEY,
     fingerprint,
+    logit,
+    logits_of,
     ridge,
     student_design,
-    teacher_logit,
 )
 from hybrid_gateway.routing.classifier import ClassifierModel, RouterModelError, load_model
 from hybrid_gateway.routing.cli import add_data_arguments, columns_of
@@ -99,7 +100,7 @@ def held_out(
         test = folds == fold
         student = fit_student(static.subset(~test), z_teacher[~test], l2)
         z_student[test] = student_logit(student, static.subset(test))
-    z_t = float(np.log(threshold / (1 - threshold)))
+    z_t = logit(threshold)
     delta = static.strong - static.weak
     out: dict[str, object] = {
         "rows": len(static.rows),
@@ -206,7 +207,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     e5_data = embed_rows(rows, e5, args.embed_cache)
     static_data = embed_rows(rows, static, args.embed_cache)
-    z_teacher = teacher_logit(teacher, e5_data)
+    z_teacher = logits_of(teacher, e5_data)
     report = held_out(static_data, z_teacher, args.threshold, args.margins, args.l2)
     student = fit_student(static_data, z_teacher, args.l2)
     info: dict[str, object] = {
