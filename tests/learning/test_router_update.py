@@ -1,5 +1,6 @@
 """learning.router_update on a manual clock: a better candidate is versioned and swapped in, a
-worse one refused, a rollback followed by every replica, an unloadable version refused."""
+worse one refused, a rollback followed by every replica, an unloadable version refused (the
+cascade students stored with the versions: test_router_students.py)."""
 
 from __future__ import annotations
 
@@ -31,7 +32,6 @@ from hybrid_gateway.routing.build import build_router, default_model_path
 from hybrid_gateway.routing.classifier import ClassifierModel, load_model
 from hybrid_gateway.routing.dataset import bundled_embedder
 from hybrid_gateway.routing.heads import LinearHead
-from hybrid_gateway.routing.outcomes import OutcomeRow
 from hybrid_gateway.routing.router import LiveModel
 from hybrid_gateway.routing.training import TrainingSet
 from hybrid_gateway.types import ChatRequest, RequestRecord
@@ -116,45 +116,6 @@ async def test_a_better_candidate_is_versioned_and_swapped_in(
     await shared.aclose()
     await updater.aclose()
     store.close()
-
-
-async def test_a_version_trained_here_brings_its_student_along(
-    tmp_path: Path, shipped: ClassifierModel, embedder: object
-) -> None:
-    """With the classifier's cascade on, the accepted version's student is the live one moved
-    towards the new model; the router's clear cases then name the version and the student."""
-    from hybrid_gateway.embedding.static import StaticE5Embedder
-    from hybrid_gateway.routing.build import DEFAULT_STUDENT_FILE
-    from hybrid_gateway.routing.cascade import logits_of
-
-    log = tmp_path / "requests.sqlite3"
-    await write_router_audits(log, NOW - 3600, 60, light_fine=True)
-    static_model = StaticE5Embedder()
-    student = load_model(default_model_path(DEFAULT_STUDENT_FILE), None)
-
-    async def embed_static(texts: Sequence[str]) -> Matrix:
-        return static_model.embed(list(texts))
-
-    live, clock = LiveModel(), ManualClock()
-    updater = RouterUpdater(parts(log, live, shipped, embedder, clock, file_student=student,
-                                  embed_static=embed_static))  # fmt: skip
-    assert await updater.train_once() == "accepted"
-    current = live.current
-    assert current is not None and current.student is not None and current.version == 2
-    followed = current.student.info["followed_rows"]
-    assert isinstance(followed, int) and followed > 0
-    # on the audited questions the moved student is nearer the new model than the old one was
-    with sqlite_source(log) as source:
-        texts = sorted({label.prompt for label in read_labels(source, 0, NOW + 1)
-                        if label.prompt is not None})  # fmt: skip
-    rows = [OutcomeRow(t, 1.0, 1.0, "", "audits") for t in texts]
-    e5 = TrainingSet.build(rows, embedder.embed(texts))  # type: ignore[attr-defined]
-    static = TrainingSet.build(rows, static_model.embed(texts))
-    target = logits_of(current.model, e5)
-    before = np.abs(logits_of(student, static) - target).mean()
-    after = np.abs(logits_of(current.student, static) - target).mean()
-    assert after < before
-    await updater.aclose()
 
 
 def bundled_async() -> SharedEmbedder:

@@ -24,6 +24,7 @@ from hybrid_gateway.routing.cascade import (
     teacher_of,
 )
 from hybrid_gateway.routing.classifier import ClassifierModel, load_model
+from hybrid_gateway.routing.heads import LinearHead
 from hybrid_gateway.routing.router import GatewayRouter, LiveModel, VersionedModel
 from hybrid_gateway.routing.training import TrainingSet
 from hybrid_gateway.tools.router_distil import as_model, fit_student, held_out
@@ -162,11 +163,15 @@ def test_following_moves_a_student_towards_new_logits() -> None:
     rows = synthetic_rows()
     data = TrainingSet.build(rows, static.embed([r.prompt for r in rows]))
     target = logits_of(teacher, data) + 1.5  # a retrained model: every logit up by 1.5
-    moved = follow(student, data, target, l2=1.0)
+    head = teacher.head
+    assert isinstance(head, LinearHead)
+    retrained = replace(teacher, head=replace(head, bias=head.bias + 1.5))  # ``target``'s
+    moved = follow(student, data, target, l2=1.0, teacher=retrained)
     before = np.abs(logits_of(student, data) - target).mean()
     after = np.abs(logits_of(moved, data) - target).mean()
     assert after < 0.2 * before and moved.info["followed_rows"] == len(rows)
     assert moved.namespace == student.namespace
+    assert teacher_of(moved) == fingerprint(retrained) != teacher_of(student)
 
 
 async def test_a_static_outage_costs_an_e5_call_not_the_request(tmp_path: Path) -> None:

@@ -211,8 +211,8 @@ def build_runtime(
         semantic=semantic, clock=clock,
     )  # fmt: skip
     router_update = build_router_update(
-        config, config_path, request_log=request_log, embedder=embedder, live=live,
-        clock=clock, metrics=RouterUpdateMetrics(metrics.registry), static=static,
+        config, config_path, request_log=request_log, embedder=embedder, router=router,
+        live=live, clock=clock, metrics=RouterUpdateMetrics(metrics.registry), static=static,
     )  # fmt: skip
     pipeline = Pipeline(
         PipelineParts(router=router, dispatcher=dispatcher, prices=prices,

@@ -19,13 +19,12 @@ from hybrid_gateway.errors import ConfigError
 from hybrid_gateway.learning.labels import Label, read_labels
 from hybrid_gateway.learning.metrics import RouterUpdateMetrics
 from hybrid_gateway.learning.model_store import ModelStore, PostgresModelStore, SqliteModelStore
+from hybrid_gateway.learning.router_student import StudentParts
 from hybrid_gateway.learning.router_update import RouterUpdater, UpdateParts
 from hybrid_gateway.observability.journaled_log import RequestLog
 from hybrid_gateway.resilience.clock import Clock
-from hybrid_gateway.routing.build import load_student, model_path
 from hybrid_gateway.routing.calibrate_cli import light_cost_of
-from hybrid_gateway.routing.classifier import RouterModelError, load_model
-from hybrid_gateway.routing.router import LiveModel
+from hybrid_gateway.routing.router import GatewayRouter, LiveModel
 
 __all__ = ["build_router_update", "live_model_slot", "open_model_store"]
 
@@ -73,36 +72,37 @@ def build_router_update(
     *,
     request_log: RequestLog | None,
     embedder: SharedEmbedder | None,
+    router: GatewayRouter,
     live: LiveModel | None,
     clock: Clock,
     metrics: RouterUpdateMetrics,
     wall: Callable[[], float] = time.time,
     static: SharedEmbedder | None = None,
 ) -> RouterUpdater | None:
+    """``router``: the gateway's, built with ``live``; its classifier model (version 0) and
+    cascade student, read and checked at its build, are the updater's too."""
     settings = config.learning.router_update
     if not settings.enabled or live is None:
         return None
     source = str(config_path or "<config>")
     classifier = config.routing.classifier
+    learned = router.learned
     # config_checks.py refuses these at parse time; a config built otherwise meets them here
-    if classifier is None or embedder is None:
+    if classifier is None or embedder is None or learned is None or learned.model is None:
         raise ConfigError(source, *UPDATE_NEEDS_CLASSIFIER)
     if request_log is None:
         raise ConfigError(source, *UPDATE_NEEDS_LOG)
     if settings.train and config.server.request_log.prompts not in ("full", "redacted"):
         raise ConfigError(source, *UPDATE_NEEDS_PROMPTS)
-    try:
-        file_model = load_model(model_path(classifier.model, config_path), embedder.namespace)
-    except RouterModelError as exc:
-        raise ConfigError(source, "routing.classifier.model", str(exc)) from None
-    student = load_student(config, config_path, file_model, static)  # the cascade's, if on
+    students = None
+    if learned.cascade is not None and static is not None:  # the classifier's cascade is on
+        students = StudentParts(learned.cascade.student, static.namespace, static.embed_many)
     parts = UpdateParts(
-        settings=settings, live=live, file_model=file_model, namespace=embedder.namespace,
+        settings=settings, live=live, file_model=learned.model, namespace=embedder.namespace,
         store=open_model_store(config, config_path, request_log),
         labels=_labels(config, config_path, request_log), embed=embedder.embed_many,
         threshold=classifier.threshold, light_cost=light_cost_of(config), clock=clock,
-        wall=wall, metrics=metrics, file_student=student,
-        embed_static=static.embed_many if student is not None and static is not None else None,
+        wall=wall, metrics=metrics, students=students,
     )  # fmt: skip
     metrics.version.set(0)  # the file's model until a version is loaded
     return RouterUpdater(parts)

@@ -2,14 +2,16 @@
 
 One row per accepted model: ``version`` (1, 2, ...), ``created`` (epoch seconds), the embedder
 ``namespace`` it was trained under (``model_id@version``), its replay ``metrics`` (JSON), the
-model file's bytes, and ``live_since``: the live version is the one made live last (the
-largest ``live_since``).  An accepted model is live from its creation; ``router rollback``
-makes an earlier one live again by stamping its ``live_since``, so the table is also the
+model file's bytes, its cascade ``student``'s (``routing/cascade.py``; NULL: none), and
+``live_since``: the live version is the one made live last (the largest ``live_since``).  An
+accepted model is live from its creation; ``router rollback`` makes an earlier one live again
+by stamping its ``live_since`` (its student comes back with it), so the table is also the
 history of what was live.
 
 The same SQL runs on SQLite (the request log's file) and PostgreSQL (``stores.records:
 postgres``, through ``run``, where the table is created under an advisory lock); the calls are
-blocking, for worker threads and the CLI.
+blocking, for worker threads and the CLI.  A table made before students were stored gains the
+``student`` column when first opened (its rows: no student).
 """
 
 from __future__ import annotations
@@ -30,27 +32,36 @@ T = TypeVar("T")
 
 _SQLITE = """CREATE TABLE IF NOT EXISTS router_models (
     version INTEGER PRIMARY KEY, created REAL NOT NULL, namespace TEXT NOT NULL,
-    metrics TEXT NOT NULL, model BLOB NOT NULL, live_since REAL
+    metrics TEXT NOT NULL, model BLOB NOT NULL, live_since REAL, student BLOB
 )"""
+_SQLITE_STUDENT = "ALTER TABLE router_models ADD COLUMN student BLOB"
 _PG = """CREATE TABLE IF NOT EXISTS router_models (
     version INTEGER PRIMARY KEY, created DOUBLE PRECISION NOT NULL, namespace TEXT NOT NULL,
-    metrics TEXT NOT NULL, model BYTEA NOT NULL, live_since DOUBLE PRECISION
+    metrics TEXT NOT NULL, model BYTEA NOT NULL, live_since DOUBLE PRECISION, student BYTEA
 )"""
+_PG_STUDENT = "ALTER TABLE router_models ADD COLUMN IF NOT EXISTS student BYTEA"
 _LOCK = "SELECT pg_advisory_xact_lock(hashtext('hybrid_gateway.router_models'))"
-_EXISTS = "SELECT to_regclass('router_models') IS NOT NULL"
+# the table exists with its latest column
+_EXISTS = (
+    "SELECT count(*) FROM pg_attribute WHERE attrelid = to_regclass('router_models') "
+    "AND attname = 'student' AND NOT attisdropped"
+)
 
 _ADD = (
-    "INSERT INTO router_models (version, created, namespace, metrics, model, live_since) "
-    "SELECT coalesce(max(version), 0) + 1, ?, ?, ?, ?, ? FROM router_models RETURNING version"
+    "INSERT INTO router_models (version, created, namespace, metrics, model, live_since, "
+    "student) SELECT coalesce(max(version), 0) + 1, ?, ?, ?, ?, ?, ? FROM router_models "
+    "RETURNING version"
 )
 _LIVE = (
     "SELECT version, namespace FROM router_models WHERE live_since IS NOT NULL "
     "ORDER BY live_since DESC, version DESC LIMIT 1"
 )
 _LIST = (
-    "SELECT version, created, namespace, metrics, live_since FROM router_models ORDER BY version"
+    "SELECT version, created, namespace, metrics, live_since, student IS NOT NULL "
+    "FROM router_models ORDER BY version"
 )
 _GET = "SELECT model FROM router_models WHERE version = ?"
+_STUDENT = "SELECT student FROM router_models WHERE version = ?"
 _MAKE_LIVE = "UPDATE router_models SET live_since = ? WHERE version = ?"
 
 
@@ -61,11 +72,15 @@ class ModelVersion:
     namespace: str  # the embedder the model was trained under
     metrics: dict[str, Any]  # the replay's figures, where it came from
     live_since: float | None
+    has_student: bool = False  # a cascade student stored with it
 
 
 class ModelStore(Protocol):
-    def add(self, created: float, namespace: str, metrics: dict[str, Any], model: bytes) -> int:
-        """Store a model, live from ``created``; its new version number."""
+    def add(
+        self, created: float, namespace: str, metrics: dict[str, Any], model: bytes,
+        student: bytes | None = None,
+    ) -> int:  # fmt: skip
+        """Store a model (and its cascade student), live from ``created``; its new version."""
         ...
 
     def live(self) -> tuple[int, str] | None:
@@ -73,6 +88,10 @@ class ModelStore(Protocol):
         ...
 
     def model(self, version: int) -> bytes | None: ...
+
+    def student(self, version: int) -> bytes | None:
+        """The student stored with ``version``; None: none (or no such version)."""
+        ...
 
     def versions(self) -> list[ModelVersion]: ...
 
@@ -90,8 +109,11 @@ class _SqlModels:
     def __init__(self, run: Callable[[Callable[[_Execute], Any]], Any]) -> None:
         self._run = run
 
-    def add(self, created: float, namespace: str, metrics: dict[str, Any], model: bytes) -> int:
-        params = (created, namespace, json.dumps(metrics, sort_keys=True), model, created)
+    def add(
+        self, created: float, namespace: str, metrics: dict[str, Any], model: bytes,
+        student: bytes | None = None,
+    ) -> int:  # fmt: skip
+        params = (created, namespace, json.dumps(metrics, sort_keys=True), model, created, student)
         rows = self._run(lambda execute: execute(_ADD, params))
         return int(rows[0][0])
 
@@ -103,11 +125,15 @@ class _SqlModels:
         rows = self._run(lambda execute: execute(_GET, (version,)))
         return bytes(rows[0][0]) if rows else None
 
+    def student(self, version: int) -> bytes | None:
+        rows = self._run(lambda execute: execute(_STUDENT, (version,)))
+        return bytes(rows[0][0]) if rows and rows[0][0] is not None else None
+
     def versions(self) -> list[ModelVersion]:
         rows = self._run(lambda execute: execute(_LIST, ()))
         return [
             ModelVersion(int(r[0]), float(r[1]), str(r[2]), json.loads(r[3]),
-                         None if r[4] is None else float(r[4]))
+                         None if r[4] is None else float(r[4]), bool(r[5]))
             for r in rows
         ]  # fmt: skip
 
@@ -132,7 +158,16 @@ class SqliteModelStore(_SqlModels):
         self._lock = threading.Lock()  # one connection, used from worker threads in turn
         self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=5)
         self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute(_SQLITE)
+        self._db.execute("BEGIN IMMEDIATE")  # one process adds the column (see _PG_STUDENT)
+        try:
+            self._db.execute(_SQLITE)
+            columns = {row[1] for row in self._db.execute("PRAGMA table_info(router_models)")}
+            if "student" not in columns:  # a table from before students were stored
+                self._db.execute(_SQLITE_STUDENT)
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
         super().__init__(self._locked)
 
     def _locked(self, work: Callable[[_Execute], T]) -> T:
@@ -148,13 +183,15 @@ class SqliteModelStore(_SqlModels):
 
 
 def ensure_models_schema(conn: Any) -> None:
-    """The table in PostgreSQL, created once under an advisory lock (replicas start together)."""
+    """The table in PostgreSQL, created (or given its ``student`` column) once under an advisory
+    lock (replicas start together)."""
     row = conn.execute(_EXISTS).fetchone()
     if row is not None and row[0]:
         return
     with conn.transaction():
         conn.execute(_LOCK)
         conn.execute(_PG)
+        conn.execute(_PG_STUDENT)
 
 
 class PostgresModelStore(_SqlModels):

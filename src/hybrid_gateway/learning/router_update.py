@@ -20,9 +20,10 @@ A background task on the gateway's clock does two things:
 The model goes to the router through ``LiveModel`` (one reference, replaced whole: a request
 reads it once); decisions it makes are named ``classifier@vN``.  With the classifier's static
 cascade on, a version trained here carries a student moved along with it (the new model's
-logits on the same audited questions, ``routing/cascade.py`` ``follow``): its clear cases are
-``classifier@vN:static``.  A version loaded by the poll (another replica's, a rollback) has
-none here, and e5's classifier decides each of its questions.
+logits on the same audited questions, ``routing/cascade.py`` ``follow``), stored in its row:
+its clear cases are ``classifier@vN:static``.  The poll loads a version's stored student with
+it, when it fits (``learning/router_student.py``); a version without one that fits is decided
+by e5's classifier.
 """
 
 from __future__ import annotations
@@ -42,9 +43,9 @@ from hybrid_gateway.learning.labels import Label
 from hybrid_gateway.learning.metrics import RouterUpdateMetrics
 from hybrid_gateway.learning.model_store import ModelStore
 from hybrid_gateway.learning.router_fit import Candidate, Fit, outcome_rows, train_candidate
+from hybrid_gateway.learning.router_student import StudentParts, follow_teacher, student_for
 from hybrid_gateway.learning.settings import RouterUpdateConfig
 from hybrid_gateway.resilience.clock import Clock
-from hybrid_gateway.routing.cascade import follow, logits_of
 from hybrid_gateway.routing.classifier import ClassifierModel, RouterModelError, load_model
 from hybrid_gateway.routing.outcomes import OutcomeRow
 from hybrid_gateway.routing.router import LiveModel, VersionedModel
@@ -55,9 +56,6 @@ __all__ = ["OperatingPoint", "RouterUpdater", "UpdateParts", "model_bytes", "mod
 log = logging.getLogger("hybrid_gateway.learning")
 
 _EMBED_BATCH = 64
-# the student's change per retrain: strong ridge, since a few hundred audited questions say
-# little about 394 weights (routing/cascade.py ``follow``)
-_STUDENT_L2 = 10.0
 
 
 async def _embed(embed: Callable[[Sequence[str]], Awaitable[Matrix]], texts: list[str]) -> Matrix:
@@ -73,8 +71,9 @@ def model_bytes(model: ClassifierModel) -> bytes:
         return path.read_bytes()
 
 
-def model_from_bytes(data: bytes, namespace: str) -> ClassifierModel:
-    """The model, refused (``RouterModelError``) when trained under another embedder."""
+def model_from_bytes(data: bytes, namespace: str | None) -> ClassifierModel:
+    """The model, refused (``RouterModelError``) when trained under another embedder (None:
+    any)."""
     with tempfile.TemporaryDirectory(prefix="hybrid-gateway-") as folder:
         path = Path(folder) / "model.npz"
         path.write_bytes(data)
@@ -114,10 +113,9 @@ class UpdateParts:
     wall: Callable[[], float]
     metrics: RouterUpdateMetrics | None = None
     fit: Fit | None = None  # None: fit_with_prior (a test passes a deliberately bad one)
-    # routing.classifier.cascade: the file model's static student and the static embedder; a
-    # version trained here gets its own student, moved along with the classifier (None: off)
-    file_student: ClassifierModel | None = None
-    embed_static: Callable[[Sequence[str]], Awaitable[Matrix]] | None = None
+    # routing.classifier.cascade: each version's student, trained with it here or loaded
+    # with it from the store (None: the cascade is off)
+    students: StudentParts | None = None
 
 
 class RouterUpdater:
@@ -161,9 +159,19 @@ class RouterUpdater:
             self._count("load_refused")
             log.warning("router model v%d not loaded, keeping v%d: %s", version, self.version, exc)
             return
-        log.warning("router model v%d live (was v%d)", version, self.version)
-        self._use(model, version)
+        student = await asyncio.to_thread(self._stored_student, version, model)
+        log.warning("router model v%d live (was v%d)%s", version, self.version,
+                    "" if student is None else ", with its static student")  # fmt: skip
+        self._use(model, version, student)
         self._count("loaded")
+
+    def _stored_student(self, version: int, model: ClassifierModel) -> ClassifierModel | None:
+        students = self._p.students
+        if students is None:
+            return None
+        data = self._p.store.student(version)
+        return student_for(version, model, data, students.namespace,
+                           lambda raw: model_from_bytes(raw, None))  # fmt: skip
 
     # -- training a candidate ----------------------------------------------------------------
     async def train_once(self) -> str:
@@ -204,40 +212,47 @@ class RouterUpdater:
             log.warning("router update dropped: v%d went live while it trained", self.version)
             return "refused"
         student = await self._student(rows, data, candidate.model)
-        stored = await asyncio.to_thread(self._store, candidate, old, new, now)
+        stored = await asyncio.to_thread(self._store, candidate, student, (old, new), now)
         self._use(candidate.model, stored, student)
         self._count("accepted")
         log.warning("router update accepted as v%d: %s", stored, figures)
         return "accepted"
 
     def _store(
-        self, candidate: Candidate, old: OperatingPoint, new: OperatingPoint, now: float
+        self,
+        candidate: Candidate,
+        student: ClassifierModel | None,
+        points: tuple[OperatingPoint, OperatingPoint],  # the live model's, the candidate's
+        now: float,
     ) -> int:
-        store = self._p.store
+        store, (old, new) = self._p.store, points
         if store.live() is None:  # the first one: the file's model becomes a version to go back to
+            students = self._p.students
             store.add(now, self._p.namespace, {"source": "routing.classifier.model"},
-                      model_bytes(self._p.file_model))  # fmt: skip
+                      model_bytes(self._p.file_model),
+                      None if students is None else model_bytes(students.file_student))  # fmt: skip
         metrics = {"source": "learning.router_update", "trained_on": candidate.trained,
                    "replayed_on": candidate.replay.labels, "quality": new.quality,
                    "cost": new.cost, "live_quality": old.quality, "live_cost": old.cost,
                    "area": candidate.replay.candidate_area,
                    "live_area": candidate.replay.live_area, "prior_version": self.version,
                    "threshold": self._p.threshold}  # fmt: skip
-        return store.add(now, self._p.namespace, metrics, model_bytes(candidate.model))
+        return store.add(now, self._p.namespace, metrics, model_bytes(candidate.model),
+                         None if student is None else model_bytes(student))  # fmt: skip
 
     async def _student(
         self, rows: list[OutcomeRow], e5: TrainingSet, model: ClassifierModel
     ) -> ClassifierModel | None:
         """The live student moved to ``model``'s logits on the audited questions (None: no
-        cascade, or the live version came from elsewhere and has no student here)."""
-        current = self._p.live.current
-        base = self._p.file_student if current is None else current.student
-        if base is None or self._p.embed_static is None:
+        cascade, or the live version has no student that fits this replica)."""
+        students, current = self._p.students, self._p.live.current
+        if students is None:
             return None
-        vectors = await _embed(self._p.embed_static, [r.prompt for r in rows])
-        static = TrainingSet.build(rows, vectors)
-        target = logits_of(model, e5)
-        return await asyncio.to_thread(follow, base, static, target, _STUDENT_L2)
+        base = students.file_student if current is None else current.student
+        if base is None:
+            return None
+        static = TrainingSet.build(rows, await _embed(students.embed, [r.prompt for r in rows]))
+        return await asyncio.to_thread(follow_teacher, base, model, e5, static)
 
     def _count(self, outcome: str) -> None:
         if self._p.metrics is not None:

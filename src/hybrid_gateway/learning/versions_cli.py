@@ -5,7 +5,8 @@
                                                          the one below the live version)
 
 A rollback stamps the version's ``live_since``; every gateway with ``learning.router_update``
-on picks it up at its next poll (``poll_s``).  Errors are one line on stderr and exit code 2.
+on picks it up at its next poll (``poll_s``), with the cascade student stored with it (column
+``student``: ``yes`` where the version has one).  Errors are one line on stderr and exit code 2.
 """
 
 from __future__ import annotations
@@ -82,7 +83,8 @@ def _list(versions: list[ModelVersion], live: tuple[int, str] | None, as_json: b
     if as_json:
         rows: list[dict[str, Any]] = [
             {"version": v.version, "created": v.created, "namespace": v.namespace,
-             "live_since": v.live_since, "live": v.version == live_version, "metrics": v.metrics}
+             "live_since": v.live_since, "live": v.version == live_version,
+             "student": v.has_student, "metrics": v.metrics}
             for v in versions
         ]  # fmt: skip
         print(json.dumps({"live": live_version, "versions": rows}))
@@ -90,12 +92,14 @@ def _list(versions: list[ModelVersion], live: tuple[int, str] | None, as_json: b
     if not versions:
         print("no router model versions (learning.router_update has accepted none)")
         return
-    print(f"{'':1} {'version':>7}  {'created (UTC)':<19}  {'embedder':<28}  metrics")
+    print(f"{'':1} {'version':>7}  {'created (UTC)':<19}  {'embedder':<28}  student  metrics")
     for v in versions:
         mark = "*" if v.version == live_version else ""
         figures = ", ".join(f"{k} {val:.4f}" if isinstance(val, float) else f"{k} {val}"
                             for k, val in v.metrics.items())  # fmt: skip
-        print(f"{mark:1} {v.version:>7}  {_stamp(v.created):<19}  {v.namespace:<28}  {figures}")
+        student = "yes" if v.has_student else "-"
+        print(f"{mark:1} {v.version:>7}  {_stamp(v.created):<19}  {v.namespace:<28}  "
+              f"{student:<7}  {figures}")  # fmt: skip
     print("* live")
 
 

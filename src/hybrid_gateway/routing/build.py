@@ -92,22 +92,6 @@ def build_router(
     )
 
 
-def load_student(
-    config: GatewayConfig,
-    config_path: str | Path | None,
-    teacher: ClassifierModel,
-    static: AsyncEmbedder | None,
-) -> ClassifierModel | None:
-    """The cascade's student of ``teacher`` (None: no cascade, or no static embedder); the same
-    checks and config errors as the router's."""
-    classifier = config.routing.classifier
-    if classifier is None or static is None:
-        return None
-    source = str(config_path or "<config>")
-    cascade = _cascade(classifier, teacher, static, source, config_path)
-    return None if cascade is None else cascade.student
-
-
 def _cascade(
     classifier: ClassifierConfig,
     teacher: ClassifierModel,

@@ -19,18 +19,20 @@ The student is tied to its teacher: the file records the teacher's fingerprint (
 weights) and the gateway refuses a student distilled from another classifier.  When
 ``learning.router_update`` trains a new version, the replica that trains it moves its student
 along (``follow``: the new classifier's logits on the audited questions, fitted as a change to
-the live student), and the version decides with it (rule ``classifier@vN:static``).  A version
-this replica loaded from the records store (trained by another replica, or a rollback) has no
-student here: e5's classifier decides every question (rule ``classifier@vN``).  When the
-static vector cannot be had (its embedder's queue full, an error), e5's classifier decides
-too: a warning in the log.
+the live student, which then names the new classifier as its teacher), stores it with the
+version, and the version decides with it (rule ``classifier@vN:static``).  A replica that
+loads the version from the records store (another replica's, a rollback, a restart) loads its
+student too, unless it was trained under another static embedder or names another teacher
+(``learning/router_student.py``: a warning): then, as for a version stored without one, e5's
+classifier decides every question (rule ``classifier@vN``).  When the static vector cannot be
+had (its embedder's queue full, an error), e5's classifier decides too: a warning in the log.
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -105,13 +107,22 @@ def ridge(x: F64, target: F64, l2: float) -> F64:
     return np.asarray(np.linalg.solve(x.T @ x + np.diag(penalty), x.T @ target), np.float64)
 
 
+def tied(student: ClassifierModel, teacher: ClassifierModel) -> ClassifierModel:
+    """``student`` naming ``teacher`` as the classifier it reproduces."""
+    info = dict(student.info)
+    info[TEACHER_KEY] = {"namespace": teacher.namespace, "fingerprint": fingerprint(teacher)}
+    return replace(student, info=info)
+
+
 def follow(
-    student: ClassifierModel, static: TrainingSet, target: F64, l2: float
-) -> ClassifierModel:
-    """``student`` moved towards ``target`` logits on ``static``'s rows: a ridge fit of the
-    difference, added to its weights (a retrained classifier is its predecessor plus a small
-    change, learned from a few hundred audited questions: the student follows it the same way;
-    ``l2`` keeps the change small where the rows say little)."""
+    student: ClassifierModel, static: TrainingSet, target: F64, l2: float,
+    *, teacher: ClassifierModel,
+) -> ClassifierModel:  # fmt: skip
+    """``student`` moved towards ``target`` logits (``teacher``'s) on ``static``'s rows: a ridge
+    fit of the difference, added to its weights (a retrained classifier is its predecessor plus
+    a small change, learned from a few hundred audited questions: the student follows it the
+    same way; ``l2`` keeps the change small where the rows say little).  The moved student names
+    ``teacher`` as its teacher."""
     head = student.head
     if not isinstance(head, LinearHead):
         raise ValueError("a student is a linear model")
@@ -123,5 +134,7 @@ def follow(
     moved = LinearHead((head.embed_weights + delta[:d]).astype(np.float32),
                        (head.feature_weights + delta[d:-1]).astype(np.float32),
                        float(head.bias + delta[-1]))  # fmt: skip
-    return ClassifierModel(student.namespace, moved, student.feature_mean, student.feature_std,
-                           dict(student.info, followed_rows=len(static.rows)))  # fmt: skip
+    info = dict(student.info, followed_rows=len(static.rows))
+    followed = ClassifierModel(student.namespace, moved, student.feature_mean,
+                               student.feature_std, info)  # fmt: skip
+    return tied(followed, teacher)

@@ -44,7 +44,8 @@ class VersionedModel:
 
     model: ClassifierModel
     version: int
-    # its static student, for the cascade (trained here); None: e5's classifier decides all
+    # its static student, for the cascade (trained with it, here or by the replica that stored
+    # it); None: e5's classifier decides all
     student: ClassifierModel | None = None
 
 
@@ -101,6 +102,11 @@ class GatewayRouter:
             for category in (gates.heavy_categories if gates else ())
         }
         self._learned = learned
+
+    @property
+    def learned(self) -> Learned | None:
+        """The learned stages as built (the classifier's file model, its cascade's student)."""
+        return self._learned
 
     async def route(
         self, request: ChatRequest, record: RequestRecord, *, embed: bool = True
