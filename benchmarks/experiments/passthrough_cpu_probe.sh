@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Gateway CPU (user + system, and user alone) per pass-through request at wrk -c20, for one
 # source tree: the `bench overhead` config (rules + exact cache + request log), a zero-delay
-# emulator, every body unique, log level WARNING, 2 s warm-up then 6 s measured.  Used to
-# scan commits for what moved the pass-through cost (benchmarks/README.md):
+# emulator, every body unique, log level WARNING (LOGLEVEL=INFO: with the request lines), 2 s
+# warm-up then 6 s measured.  Used to scan commits for what moved the pass-through cost
+# (benchmarks/README.md):
 #
 #   git worktree add /tmp/at COMMIT
 #   benchmarks/experiments/passthrough_cpu_probe.sh /tmp/at/src
@@ -32,7 +33,7 @@ PYTHONPATH=$HERE/src "$PY" -c "
 from hybrid_gateway.tools.overhead.wrk import lua_script
 open('s.lua', 'w').write(lua_script())"
 sleep 2
-PYTHONPATH=$SRC "$PY" -m hybrid_gateway.cli serve --config g.yaml --log-level WARNING > gw.log 2>&1 & GW=$!
+PYTHONPATH=$SRC "$PY" -m hybrid_gateway.cli serve --config g.yaml --log-level "${LOGLEVEL:-WARNING}" > gw.log 2>&1 & GW=$!
 for _ in $(seq 1 60); do curl -s -o /dev/null "http://127.0.0.1:$GPORT/healthz" && break; sleep 0.25; done
 wrk -t2 -c20 -d2s -s s.lua "http://127.0.0.1:$GPORT" > /dev/null 2>&1
 read -r U0 S0 < <(awk '{print $14, $15}' "/proc/$GW/stat")

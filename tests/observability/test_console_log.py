@@ -6,10 +6,12 @@ import io
 import json
 import logging
 import shlex
+import threading
 from collections.abc import Iterator
 
 import pytest
 
+from hybrid_gateway.observability.log_handler import ConsoleHandler
 from hybrid_gateway.observability.logs import (
     REQUEST_FIELDS,
     JsonFormatter,
@@ -179,3 +181,100 @@ def test_a_request_line_below_the_level_is_never_formatted() -> None:
         assert formatter.calls == 1
     finally:
         logger.removeHandler(handler)
+
+
+# -- chunked writes (observability/log_handler.py) ----------------------------------------------
+class _Writes(io.StringIO):
+    """A stream that counts its write calls."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes = 0
+
+    def write(self, text: str) -> int:
+        self.writes += 1
+        return super().write(text)
+
+
+def _handler(stream: io.StringIO, interval_s: float, max_lines: int = 256) -> ConsoleHandler:
+    handler = ConsoleHandler(stream, interval_s, max_lines)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
+    return handler
+
+
+def _record(level: int, text: str) -> logging.LogRecord:
+    return logging.LogRecord("hybrid_gateway.test", level, "", 0, text, None, None)
+
+
+def test_info_lines_wait_for_a_chunk_and_a_warning_writes_them_first_in_order() -> None:
+    out = _Writes()
+    handler = _handler(out, interval_s=3600)
+    try:
+        for n in range(3):
+            handler.handle(_record(logging.INFO, f"line {n}"))
+        assert out.getvalue() == "" and handler.waiting == 3
+        handler.handle(_record(logging.WARNING, "retry"))
+        assert lines_of(out) == ["INFO line 0", "INFO line 1", "INFO line 2", "WARNING retry"]
+        assert out.writes == 1 and handler.waiting == 0
+    finally:
+        handler.close()
+
+
+def test_a_full_chunk_is_written_at_once_and_close_writes_the_rest() -> None:
+    out = _Writes()
+    handler = _handler(out, interval_s=3600, max_lines=4)
+    for n in range(6):
+        handler.handle(_record(logging.INFO, f"line {n}"))
+    assert len(lines_of(out)) == 4 and out.writes == 1
+    handler.close()
+    assert lines_of(out) == [f"INFO line {n}" for n in range(6)]
+
+
+def test_interval_zero_writes_each_line_as_it_comes() -> None:
+    out = _Writes()
+    handler = _handler(out, interval_s=0)
+    handler.handle(_record(logging.DEBUG, "a"))
+    handler.handle(_record(logging.INFO, "b"))
+    assert lines_of(out) == ["DEBUG a", "INFO b"] and out.writes == 2
+    handler.close()
+
+
+def test_the_flusher_thread_writes_a_quiet_gateways_last_lines() -> None:
+    out = _Writes()
+    handler = _handler(out, interval_s=0.01)
+    try:
+        handler.handle(_record(logging.INFO, "last"))
+        written = threading.Event()
+        for _ in range(500):  # the thread's first tick is 10 ms away; allow a loaded machine
+            if out.getvalue():
+                written.set()
+                break
+            written.wait(0.01)
+        assert lines_of(out) == ["INFO last"]
+    finally:
+        handler.close()
+
+
+def test_a_broken_stream_loses_the_chunk_not_the_request(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    class Broken(io.StringIO):
+        def write(self, text: str) -> int:
+            raise OSError("stderr is gone")
+
+    handler = _handler(Broken(), interval_s=3600)
+    handler.handle(_record(logging.INFO, "kept back"))
+    handler.handle(_record(logging.ERROR, "boom"))  # logging reports it on stderr; no raise
+    handler.close()
+    assert "stderr is gone" in capsys.readouterr().err
+
+
+def test_serve_configures_chunked_console_lines(root_logging: None) -> None:
+    out = io.StringIO()
+    configure_logging("logfmt", "INFO", out, flush_interval_s=3600)
+    RequestLines().request(served())
+    assert out.getvalue() == ""
+    logging.getLogger("hybrid_gateway.test").warning("now")
+    request, warning = (logfmt(line) for line in lines_of(out))
+    assert request["msg"] == "request" and warning["msg"] == "now"
+    configure_logging("logfmt", "INFO", out)  # a second call closes the first handler

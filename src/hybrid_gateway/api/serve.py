@@ -66,7 +66,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"config error: {exc}", file=sys.stderr)
         return 2
     log = config.server.log
-    configure_logging(args.log_format or log.format, args.log_level or log.level)
+    configure_logging(
+        args.log_format or log.format, args.log_level or log.level,
+        flush_interval_s=log.flush_interval_ms / 1000,
+    )  # fmt: skip
     host = args.host or config.server.host
     port = config.server.port if args.port is None else args.port
     if not args.worker_process:  # the --workers parent speaks for all of them

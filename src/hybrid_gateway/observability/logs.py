@@ -14,8 +14,9 @@ store going down):
 * ``msg=retry`` (WARNING) for each retried attempt, ``msg=breaker`` (WARNING) for each breaker
   state change: ``RequestLines`` is the dispatcher's retry listener and the breakers' listener.
 
-A request line costs one ``LogRecord`` and one write: its fields are read from the request's
-record only when a handler formats it, so a level that drops it formats nothing.
+A request line costs one ``LogRecord`` and a share of one chunked write (log_handler.py): its
+fields are read from the request's record only when a handler formats it, so a level that
+drops it formats nothing.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from typing import IO, Literal
 
 import orjson
 
+from hybrid_gateway.observability.log_handler import ConsoleHandler
 from hybrid_gateway.resilience.breaker import BreakerState
 from hybrid_gateway.types import RequestRecord
 
@@ -252,12 +254,15 @@ class _RequestIdFilter(logging.Filter):
         return True
 
 
-class _GatewayHandler(logging.StreamHandler[IO[str]]):
+class _GatewayHandler(ConsoleHandler):
     """Marks the handler ``configure_logging`` installed, to replace it on a second call."""
 
 
-def configure_logging(fmt: LogFormat, level: str, stream: IO[str] | None = None) -> None:
-    """One handler on the root logger, writing ``fmt`` lines at ``level`` and above to stderr.
+def configure_logging(
+    fmt: LogFormat, level: str, stream: IO[str] | None = None, flush_interval_s: float = 0.0
+) -> None:
+    """One handler on the root logger, writing ``fmt`` lines at ``level`` and above to stderr;
+    lines below WARNING in chunks every ``flush_interval_s`` (0: each at once; log_handler.py).
 
     Also switches off what no line shows (the caller's file and line, thread and process
     names): ``logging``'s documented knobs for cheaper records (about 2 us of the 18 us a
@@ -266,7 +271,8 @@ def configure_logging(fmt: LogFormat, level: str, stream: IO[str] | None = None)
     root = logging.getLogger()
     for handler in [h for h in root.handlers if isinstance(h, _GatewayHandler)]:
         root.removeHandler(handler)
-    handler = _GatewayHandler(stream if stream is not None else sys.stderr)
+        handler.close()  # writes what it still holds
+    handler = _GatewayHandler(stream if stream is not None else sys.stderr, flush_interval_s)
     handler.setFormatter(FORMATTERS[fmt]())
     handler.addFilter(_RequestIdFilter())
     root.addHandler(handler)
