@@ -133,6 +133,13 @@ def add_arguments(overhead: argparse.ArgumentParser) -> None:
         help="the gateway's serve --log-level: INFO logs a line per request, WARNING none "
         "(default INFO)",
     )
+    overhead.add_argument(
+        "--gateway-workers",
+        type=int_at_least(1),
+        default=1,
+        help="serve --workers for every gateway target (pass-through, pool, full); CPU and RSS "
+        "are summed over the workers (default 1)",
+    )
     add_full_arguments(overhead)
 
 
@@ -227,7 +234,8 @@ def _start_targets(
             continue
         config = _write_gateway_config(work / name, emulator.url, pool=name == "gateway-pool")
         argv = python_module_argv("hybrid_gateway.cli", "serve", "--config", str(config),
-                                  "--log-level", args.gateway_log_level)  # fmt: skip
+                                  "--log-level", args.gateway_log_level,
+                                  *workers_argv(args))  # fmt: skip
         gateway = track_process(stack, start_process(name, argv, logs, timeout, cwd=config.parent))
         targets[name] = Target(name, gateway.url, gateway, emulator)
     return [targets[name] for name in args.targets]
@@ -334,7 +342,14 @@ def _command_line(args: argparse.Namespace) -> list[str]:
         f"--out={shlex.quote(str(args.out))}",
         f"--emulator-profile={args.emulator_profile}",
         f"--gateway-log-level={args.gateway_log_level}",
+        *([f"--gateway-workers={args.gateway_workers}"] if args.gateway_workers > 1 else []),
     ]
+
+
+def workers_argv(args: argparse.Namespace) -> list[str]:
+    """``serve --workers N`` for ``--gateway-workers N`` (nothing for one)."""
+    workers = getattr(args, "gateway_workers", 1)
+    return ["--workers", str(workers)] if workers > 1 else []
 
 
 def _settings(args: argparse.Namespace) -> dict[str, object]:
@@ -347,6 +362,7 @@ def _settings(args: argparse.Namespace) -> dict[str, object]:
         "path": CHAT_PATH,
         "emulator": f"--profile {args.emulator_profile} --zero-delay",
         "gateway_log_level": args.gateway_log_level,
+        "gateway_workers": args.gateway_workers,
         "body": '{"model": "auto", "messages": [{"role": "user", "content": '
         '"What is the capital of France? #<run token>-<wrk thread>-<counter>"}], "max_tokens": 16}',
         "unique_bodies": True,
@@ -357,8 +373,8 @@ def _settings(args: argparse.Namespace) -> dict[str, object]:
 def _notes() -> list[str]:
     return [
         "CPU ms/req counts one process only: the emulator for the emulator row, the relay for "
-        "bare, the gateway for gateway (the emulator behind a proxy is in "
-        "upstream_cpu_ms_per_request).",
+        "bare, the gateway for gateway (with --gateway-workers, its parent and every worker; "
+        "the emulator behind a proxy is in upstream_cpu_ms_per_request).",
         "wrk, the emulator and the process under test share the machine's cores, so RPS is "
         "bounded by all three; compare the gateway with the bare proxy of the same run, not "
         "across machines.",

@@ -133,7 +133,9 @@ def _start(
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "gateway.yaml"
     path.write_text(yaml.safe_dump(full_config(emulator.url, args.full_set), sort_keys=False))
-    argv = python_module_argv("hybrid_gateway.cli", "serve", "--config", str(path))
+    argv = python_module_argv(
+        "hybrid_gateway.cli", "serve", "--config", str(path), *base.workers_argv(args)
+    )
     process = base.track_process(
         stack, start_process("full", argv, work / "logs", args.startup_timeout, cwd=folder)
     )
@@ -181,6 +183,8 @@ def _command_line(args: argparse.Namespace) -> list[str]:
         f"--profile-requests={args.profile_requests}", f"--out={args.out}",
     ]  # fmt: skip
     argv += [f"--full-set={key}={json.dumps(value)}" for key, value in args.full_set]
+    if args.gateway_workers > 1:
+        argv.append(f"--gateway-workers={args.gateway_workers}")
     return argv
 
 
@@ -193,6 +197,7 @@ def _settings(args: argparse.Namespace) -> dict[str, object]:
         "open_loop_rate": args.rate,
         "profile_requests": args.profile_requests,
         "full_set": {key: value for key, value in args.full_set},
+        "gateway_workers": args.gateway_workers,
         "emulator": f"--profile {args.emulator_profile} --zero-delay",
         "invoked_as": list(sys.argv),
     }

@@ -1,4 +1,9 @@
-"""CPU time and resident memory of one process, read from ``/proc`` (psutil elsewhere).
+"""CPU time and resident memory of one process and its children, read from ``/proc`` (psutil
+elsewhere).
+
+A process's children are counted with it (``serve --workers N``: a parent that only waits, and
+N workers that serve): CPU and RSS are summed over the process and the descendants alive when a
+level starts, which are read again when it stops.
 
 ``ProcessSampler`` brackets one load level: a CPU snapshot when it starts, another when it
 stops, and a background thread that samples RSS every ``interval_s`` so we can report the peak
@@ -13,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
-__all__ = ["ProcessSampler", "ProcessSnapshot", "ProcessUsage", "read_process"]
+__all__ = ["ProcessSampler", "ProcessSnapshot", "ProcessUsage", "process_tree", "read_process"]
 
 _MIB = 1024 * 1024
 
@@ -46,6 +51,47 @@ def read_process(pid: int) -> ProcessSnapshot:
         except FileNotFoundError as exc:
             raise ProcessLookupError(pid) from exc
     return _read_psutil(pid)
+
+
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and its descendants alive now, parents first (just ``pid`` without ``/proc``)."""
+    if not Path("/proc/self/stat").exists():
+        return [pid]
+    parents: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:  # gone meanwhile
+            continue
+        parent = int(stat[stat.rindex(")") + 2 :].split()[1])  # field 4 of proc(5)
+        parents.setdefault(parent, []).append(int(entry.name))
+    tree, todo = [pid], [pid]
+    while todo:
+        children = parents.get(todo.pop(), [])
+        tree += children
+        todo += children
+    return tree
+
+
+def _alone(pid: int) -> list[int]:
+    return [pid]
+
+
+def read_tree(pids: list[int]) -> ProcessSnapshot:
+    """The sum over ``pids`` (the first must be alive; a child gone meanwhile counts 0)."""
+    first = read_process(pids[0])
+    cpu, rss, hwm = first.cpu_s, first.rss_bytes, first.rss_hwm_bytes
+    for pid in pids[1:]:
+        try:
+            snap = read_process(pid)
+        except ProcessLookupError:
+            continue
+        cpu, rss = cpu + snap.cpu_s, rss + snap.rss_bytes
+        if hwm is not None and snap.rss_hwm_bytes is not None:
+            hwm += snap.rss_hwm_bytes
+    return ProcessSnapshot(cpu_s=cpu, rss_bytes=rss, rss_hwm_bytes=hwm)
 
 
 def _read_linux(proc: Path) -> ProcessSnapshot:
@@ -86,10 +132,12 @@ def _read_psutil(pid: int) -> ProcessSnapshot:
 
 
 class ProcessSampler:
-    """Context manager: CPU delta and peak RSS of ``pid`` between enter and exit."""
+    """Context manager: CPU delta and peak RSS of ``pid`` and its children between enter and
+    exit."""
 
-    def __init__(self, pid: int, interval_s: float = 0.1) -> None:
+    def __init__(self, pid: int, interval_s: float = 0.1, *, children: bool = True) -> None:
         self._pid = pid
+        self._tree = process_tree if children else _alone
         self._interval_s = interval_s
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -97,9 +145,11 @@ class ProcessSampler:
         self._peak_rss = 0
         self._samples = 0
         self._usage: ProcessUsage | None = None
+        self._pids = [pid]
 
     def __enter__(self) -> ProcessSampler:
-        self._start = read_process(self._pid)
+        self._pids = self._tree(self._pid)
+        self._start = read_tree(self._pids)
         self._peak_rss = self._start.rss_bytes
         self._samples = 1
         self._thread = threading.Thread(
@@ -119,7 +169,10 @@ class ProcessSampler:
             self._thread.join()
         if exc_type is not None or self._start is None:
             return
-        end = read_process(self._pid)
+        # a child started during the level counts whole (all its CPU is the level's); one that
+        # ended during it loses what it used (workers do neither while a level runs)
+        self._pids = self._tree(self._pid)
+        end = read_tree(self._pids)
         self._observe(end.rss_bytes)
         self._usage = ProcessUsage(
             cpu_s=end.cpu_s - self._start.cpu_s,
@@ -137,7 +190,7 @@ class ProcessSampler:
     def _sample_loop(self) -> None:
         while not self._stop.wait(self._interval_s):
             try:
-                self._observe(read_process(self._pid).rss_bytes)
+                self._observe(read_tree(self._pids).rss_bytes)
             except ProcessLookupError:
                 return
 
