@@ -1,5 +1,5 @@
-"""Hot reload on SIGHUP (``serve``) or ``POST /admin/reload``: routing, tenants, limits and
-the semantic cache's decision.
+"""Hot reload on SIGHUP (``serve``) or ``POST /admin/reload``: routing, tenants, limits, the
+semantic cache's decision, and pooled channels' endpoints and balancing.
 
 The config file is read and validated again and compared with the config in force, field by
 field.  These may differ:
@@ -14,6 +14,9 @@ field.  These may differ:
                              reranker.cosine_weight
                              (``SemanticStage.replace_decision``); entries, index, store and
                              embedder stay
+    channels.<name>.endpoints, .balancing
+                             of a channel with endpoints before and after: the pool changes in
+                             place (``reload_pools.py``, ``upstreams/pool/resize.py``)
 
 Everything is built first (a router, a verifier loaded from its file, limiters, budget plans);
 only when all of it is built are the new objects swapped in, with plain assignments and no
@@ -21,9 +24,10 @@ await in between, so a request sees the old parts or the new ones, never a mix. 
 flight is dropped: a request already routed keeps its decision and the channel, breaker and
 lane objects it holds; one already admitted settles against the carried-over buckets and book.
 
-A file that fails to load, or that changes any other field (channels, lanes, models, server,
-the exact cache, cache.semantic's store path/bounds/enabled/reranker model, embedding,
-resilience, auth, stores), is rejected and the old config stays in force: those own sockets,
+A file that fails to load, or that changes any other field (any other channel field, a
+channel going between base_url and endpoints, lanes, models, server, the exact cache,
+cache.semantic's store path/bounds/enabled/reranker model, embedding, resilience, auth,
+stores), is rejected and the old config stays in force: those own sockets,
 threads and stored entries, and they change only with a restart.  The admin call answers 400
 ``config_rejected`` with the ``ConfigError``'s file, field (the first such field, dotted) and
 expectation; SIGHUP logs the same line.
@@ -49,6 +53,7 @@ import orjson
 from aiohttp import web
 
 from hybrid_gateway.api.admin import admin_only
+from hybrid_gateway.api.reload_pools import pool_reloadable, prepare_pools, restart_reason
 from hybrid_gateway.api.routes import RUNTIME
 from hybrid_gateway.api.runtime import GatewayRuntime
 from hybrid_gateway.cache.semantic.build import build_rule, shared_scopes
@@ -56,6 +61,7 @@ from hybrid_gateway.config import GatewayConfig, load_config
 from hybrid_gateway.errors import ConfigError, RequestError
 from hybrid_gateway.routing.build import build_router
 from hybrid_gateway.tenancy.reload import prepare_tenancy
+from hybrid_gateway.upstreams.pool.resize import EndpointChanges
 
 __all__ = ["RELOADABLE", "ReloadResult", "mount", "reload_on_sighup", "reload_runtime"]
 
@@ -83,6 +89,7 @@ class ReloadResult:
     sha256: str  # of the file now in force
     loaded_at: float  # epoch seconds
     changed: tuple[str, ...]  # the sections that differed (empty: the file was unchanged)
+    endpoints: tuple[EndpointChanges, ...] = ()  # per pooled channel changed: what changed
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,20 +108,23 @@ def reload_runtime(runtime: GatewayRuntime, path: Path) -> ReloadResult:
     try:
         raw = _read(path)
         new = load_config(path)
-        diffs = list(differences(runtime.config, new))
-        fixed = [d for d in diffs if not reloadable(d)]
+        old = runtime.config
+        diffs = list(differences(old, new))
+        fixed = [d for d in diffs if not reloadable(d) and not pool_reloadable(old, new, d)]
         if fixed:
             field = ".".join(fixed[0])
             raise ConfigError(
                 str(path),
                 field,
-                "unchanged: only routing, tenants, limits and the semantic cache's decision "
+                "unchanged: only routing, tenants, limits, the semantic cache's decision "
                 f"(cache.semantic: {', '.join(sorted(SEMANTIC_DECISION))}, reranker.min_score, "
-                "reranker.cosine_weight) "
-                f"reload; a change to {field} needs a restart",
+                "reranker.cosine_weight) and a pooled channel's endpoints and balancing "
+                f"reload; a change to {field} needs a restart{restart_reason(old, new, fixed[0])}",
             )
         changed = _sections(diffs)
         swaps = _build(runtime, new, path, changed)
+        pool_swaps, endpoints = prepare_pools(new, diffs, runtime.channels, str(path))
+        swaps += pool_swaps
     except ConfigError:
         runtime.metrics.config_reloads.inc(("rejected",))
         raise
@@ -124,7 +134,7 @@ def reload_runtime(runtime: GatewayRuntime, path: Path) -> ReloadResult:
     loaded_at = time.time()
     runtime.metrics.config_reloads.inc(("ok",))
     runtime.metrics.config_loaded.set(loaded_at)
-    return ReloadResult(hashlib.sha256(raw).hexdigest(), loaded_at, changed)
+    return ReloadResult(hashlib.sha256(raw).hexdigest(), loaded_at, changed, endpoints)
 
 
 def _build(
@@ -225,6 +235,7 @@ async def _reload(request: web.Request) -> web.StreamResponse:
         "sha256": result.sha256,
         "loaded_at": result.loaded_at,
         "changed": list(result.changed),
+        "endpoints": [change.as_json() for change in result.endpoints],
     }
     return web.json_response(payload, dumps=lambda obj: orjson.dumps(obj).decode())
 

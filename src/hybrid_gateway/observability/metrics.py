@@ -189,6 +189,14 @@ class GatewayMetrics:
     def endpoint_result(self, channel: str, endpoint: str, outcome: str) -> None:
         self.endpoint_attempts.inc((channel, endpoint, outcome))
 
+    def endpoint_removed(self, channel: str, endpoint: str) -> None:
+        """A reload removed the endpoint: its series stop being exported (a scrape sees them go
+        stale, as a restart would), so the per-endpoint families show the set in service."""
+        for family in (self.endpoint_up, self.endpoint_in_flight, self.endpoint_ejections,
+                       self.endpoint_attempts):  # fmt: skip
+            for labels in [k for k in family.values if k[:2] == (channel, endpoint)]:
+                del family.values[labels]
+
     # -- listener hooks (resilience/breaker.py, resilience/dispatch.py) ----------------------
     def state_change(self, channel: str, old: BreakerState, new: BreakerState) -> None:
         self.breaker_state.set(_BREAKER_LEVEL[new], (channel,))

@@ -245,7 +245,7 @@ class Http1Pool:
         self.host_header = parts.netloc if not default_port else self.host
         self._ssl = ssl.create_default_context(cafile=ca_file) if parts.scheme == "https" else None
         self._idle: deque[_Connection] = deque()
-        self._max_idle = max_idle
+        self.max_idle = max_idle  # (a reload may change it: endpoint slots resized)
         self._connect_timeout_s = connect_timeout_s
 
     def request_bytes(
@@ -290,7 +290,7 @@ class Http1Pool:
 
     def release(self, conn: _Connection) -> None:
         """Return a connection whose exchange is over; broken or unfinished ones are closed."""
-        if conn.idle_and_sound and len(self._idle) < self._max_idle:
+        if conn.idle_and_sound and len(self._idle) < self.max_idle:
             conn.reused = True
             self._idle.append(conn)
         else:

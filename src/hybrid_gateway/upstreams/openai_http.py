@@ -81,6 +81,7 @@ class OpenAIChannel:
             self._headers["Authorization"] = f"Bearer {api_key}"
         self._api_key = api_key
         self._slots = asyncio.Semaphore(config.max_concurrency)
+        self._owed = 0  # slots a reload took away, not yet taken back (``resize``)
         # None until ``auto`` is detected (upstreams/profiles.py)
         self._profile: Profile | None = PROFILES.get(config.profile)
         self._detecting = asyncio.Lock()
@@ -92,6 +93,20 @@ class OpenAIChannel:
     @property
     def idle_connections(self) -> int:
         return self._pool.idle_connections
+
+    def resize(self, max_concurrency: int) -> None:
+        """A reload's slot count.  More: free at once.  Fewer: taken back as requests in flight
+        release theirs, or from the free ones by the next request; none in flight is cut."""
+        more = max_concurrency - self.config.max_concurrency
+        self.config = self.config.model_copy(update={"max_concurrency": max_concurrency})
+        self._pool.max_idle = max_concurrency
+        if more < 0:
+            self._owed -= more
+            return
+        paid = min(more, self._owed)  # slots still owed from an earlier cut cancel first
+        self._owed -= paid
+        for _ in range(more - paid):
+            self._slots.release()
 
     def payload(self, body: Mapping[str, Any], *, stream: bool) -> bytes:
         """The body to send upstream: the client's, with this channel's model name."""
@@ -105,6 +120,9 @@ class OpenAIChannel:
 
     async def _acquire(self) -> None:
         """Take one of ``max_concurrency`` slots, or refuse after ``queue_timeout_s``."""
+        while self._owed and not self._slots.locked():  # (no suspension: a free slot)
+            await self._slots.acquire()  # a reload cut the slots: keep this free one
+            self._owed -= 1
         if not self._slots.locked():
             await self._slots.acquire()  # a free slot: no timer needed
             return
@@ -178,7 +196,7 @@ class OpenAIChannel:
         finally:
             if conn is not None:
                 self._pool.release(conn)
-            self._slots.release()
+            self._release()
         if head.status >= 400:
             raise self._status_error(head, raw)
         return raw, self._parse(raw)
@@ -215,6 +233,12 @@ class OpenAIChannel:
         finally:
             if conn is not None:
                 self._pool.release(conn)  # an unfinished stream is closed, never pooled
+            self._release()
+
+    def _release(self) -> None:
+        if self._owed:  # a reload cut the slots: this one is not given back
+            self._owed -= 1
+        else:
             self._slots.release()
 
     def _request(self, payload: bytes) -> bytes:

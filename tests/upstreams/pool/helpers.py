@@ -25,6 +25,9 @@ class Unreachable:
     async def aclose(self) -> None:
         pass
 
+    def resize(self, max_concurrency: int) -> None:
+        pass
+
     @property
     def idle_connections(self) -> int:
         return 0

@@ -17,8 +17,9 @@ from hybrid_gateway.resilience.retry import RetryBudget, RetryPolicy
 from hybrid_gateway.types import RequestRecord, RouteDecision
 from hybrid_gateway.upstreams.pool.build import build_pool
 from hybrid_gateway.upstreams.pool.pool import EndpointPool
+from hybrid_gateway.upstreams.pool.resize import prepare_resize
 from tests.e2e.stack import closed_port
-from tests.upstreams.pool.fakes import replicas
+from tests.upstreams.pool.fakes import Replica, replicas
 
 BODY: Any = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
 
@@ -36,6 +37,9 @@ class Events:
 
     def endpoint_result(self, channel: str, endpoint: str, outcome: str) -> None:
         self.results.append((endpoint, outcome))
+
+    def endpoint_removed(self, channel: str, endpoint: str) -> None:
+        self.states.append((endpoint, "removed"))
 
 
 def pool(urls: list[str], clock: ManualClock, events: Events | None = None,
@@ -192,4 +196,25 @@ async def test_active_checks_eject_a_failing_endpoint_and_take_it_back() -> None
         await clock.advance(2.0)
         await wait_for(lambda: up.status()[0].state == "healthy")
         assert a.checks == 3
+        await up.aclose()
+
+
+async def test_active_checks_follow_a_reload_of_the_endpoints() -> None:
+    clock = ManualClock()
+    async with replicas(2) as (a, b):
+
+        def config(*servers: tuple[str, Replica]) -> ChannelConfig:
+            return ChannelConfig.model_validate({
+                "model": "m", "endpoints": [{"url": s.url, "name": n} for n, s in servers],
+                "health": {"active": {"path": "/health", "interval_s": 2.0}},
+            })  # fmt: skip
+
+        up = build_pool("c", config(("a", a)), api_key=None, ca_file=None, clock=clock,
+                        listeners=[], rng=random.Random(1))  # fmt: skip
+        await up.complete(BODY)  # starts the checks
+        await wait_for(lambda: a.checks == 1 and clock.sleepers == 1)
+        prepare_resize(up, config(("b", b))).apply()  # a removed, b added
+        await clock.advance(2.0)
+        await wait_for(lambda: b.checks == 1 and clock.sleepers == 1)
+        assert a.checks == 1  # the removed endpoint is no longer checked
         await up.aclose()

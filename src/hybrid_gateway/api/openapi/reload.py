@@ -1,5 +1,5 @@
-"""Hot reload (routing, tenants, limits, the semantic cache's decision), behind the admin key
-(api/reload.py, docs/operations.md)."""
+"""Hot reload (routing, tenants, limits, the semantic cache's decision, pooled channels'
+endpoints), behind the admin key (api/reload.py, docs/operations.md)."""
 
 from __future__ import annotations
 
@@ -15,14 +15,17 @@ def section() -> Section:
             "/admin/reload": {
                 "post": {
                     "operationId": "reloadConfig",
-                    "summary": "Reload routing, tenants, limits and the semantic cache's "
-                    "decision from the config file",
+                    "summary": "Reload routing, tenants, limits, the semantic cache's "
+                    "decision and pooled channels' endpoints from the config file",
                     "description": "Reads the file `serve --config` named again. Only "
                     "`routing`, `tenants`, `limits` and the decision keys of `cache.semantic` "
                     "(threshold, guards, target_precision, calibrated_on, verifier, "
-                    "verifier_threshold, reranker.min_score, reranker.cosine_weight) may differ "
-                    "from the config in "
-                    "force; rate-bucket levels and budget spend are kept. A file that fails "
+                    "verifier_threshold, reranker.min_score, reranker.cosine_weight), and "
+                    "`endpoints` and `balancing` of a channel that lists endpoints before and "
+                    "after, may differ from the config in "
+                    "force; rate-bucket levels and budget spend are kept, endpoints kept keep "
+                    "their state, removed ones finish their requests in flight and take no "
+                    "new one (docs/replicas.md). A file that fails "
                     "validation or changes any other field is refused with 400 "
                     "`config_rejected` (the message names the file, the dotted field and what "
                     "was expected; `param` is the field) and the old config stays, all of it. "
@@ -48,7 +51,24 @@ def section() -> Section:
                         "type": "array",
                         "items": {"type": "string"},
                         "description": "Config sections that differed: routing, tenants, "
-                        "limits, cache.semantic (empty: none)",
+                        "limits, cache.semantic, channels (empty: none)",
+                    },
+                    "endpoints": {
+                        "type": "array",
+                        "description": "Per pooled channel changed: the endpoints added, "
+                        "removed (draining) and retuned (weight, max_concurrency), and "
+                        "`balancing`: '' unchanged, 'knobs', or 'new <policy>'",
+                        "items": {
+                            "type": "object",
+                            "required": ["channel", "added", "removed", "retuned", "balancing"],
+                            "properties": {
+                                "channel": {"type": "string"},
+                                "added": {"type": "array", "items": {"type": "string"}},
+                                "removed": {"type": "array", "items": {"type": "string"}},
+                                "retuned": {"type": "array", "items": {"type": "string"}},
+                                "balancing": {"type": "string"},
+                            },
+                        },
                     },
                 },
             }

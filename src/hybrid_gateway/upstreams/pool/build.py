@@ -9,9 +9,7 @@ from hybrid_gateway.config import ChannelConfig
 from hybrid_gateway.resilience.clock import Clock
 from hybrid_gateway.upstreams.openai_http import OpenAIChannel
 from hybrid_gateway.upstreams.pool.active import ActiveChecks
-from hybrid_gateway.upstreams.pool.endpoint import Endpoint
-from hybrid_gateway.upstreams.pool.health import EndpointHealth
-from hybrid_gateway.upstreams.pool.policies import POLICIES
+from hybrid_gateway.upstreams.pool.maker import EndpointMaker
 from hybrid_gateway.upstreams.pool.pool import EndpointListener, EndpointPool
 from hybrid_gateway.upstreams.pool.settings import endpoint_names
 
@@ -47,30 +45,16 @@ def build_pool(
     rng: random.Random,
 ) -> EndpointPool:
     assert config.endpoints is not None
-    health = config.health
-    endpoints: list[Endpoint] = []
-    for i, (spec, label) in enumerate(
-        zip(config.endpoints, endpoint_names(config.endpoints), strict=True)
-    ):
-        slots = spec.max_concurrency or config.max_concurrency
-        own = config.model_copy(update={"base_url": spec.url, "max_concurrency": slots})
-        endpoints.append(Endpoint(
-            index=i, name=label, url=spec.url, weight=spec.weight, max_concurrency=slots,
-            client=OpenAIChannel(name, own, api_key=api_key, ca_file=ca_file),
-            health=EndpointHealth(
-                clock, consecutive_failures=health.consecutive_failures,
-                base_ejection_s=health.base_ejection_s, max_ejection_s=health.max_ejection_s,
-            ),
-        ))  # fmt: skip
+    maker = EndpointMaker(name, api_key, ca_file, clock, rng)
+    labels = zip(config.endpoints, endpoint_names(config.endpoints), strict=True)
+    endpoints = [maker.endpoint(config, i, spec, label) for i, (spec, label) in enumerate(labels)]
     checks = None
-    if health.active is not None:
+    if config.health.active is not None:
         auth = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        checks = ActiveChecks(endpoints, health.active, clock, headers=auth, ca_file=ca_file)
-    policy = POLICIES[config.balancing.policy](config.balancing, endpoints, rng)
-    pool = EndpointPool(
-        name, config, endpoints, policy, clock, listeners=listeners,
-        session_header=config.balancing.session_header, checks=checks,
-    )  # fmt: skip
+        checks = ActiveChecks(endpoints, config.health.active, clock, headers=auth,
+                              ca_file=ca_file)  # fmt: skip
+    pool = EndpointPool(name, config, endpoints, maker.policy(config, endpoints), clock,
+                        listeners=listeners, maker=maker, checks=checks)  # fmt: skip
     for endpoint in endpoints:
         for listener in listeners:  # every endpoint's gauges exist from the start
             listener.endpoint_state(name, endpoint.name, endpoint.health.state.value)

@@ -23,6 +23,10 @@ class EndpointClient(Protocol):
 
     async def aclose(self) -> None: ...
 
+    def resize(self, max_concurrency: int) -> None:
+        """Change the client's slots in place (a reload); requests in flight keep theirs."""
+        ...
+
     @property
     def idle_connections(self) -> int: ...
 
@@ -38,7 +42,7 @@ class Endpoint:
 
     __slots__ = (
         "_in_flight", "client", "ewma_s", "health", "index", "load", "max_concurrency", "name",
-        "requests", "url", "weight",
+        "requests", "retired", "url", "weight",
     )  # fmt: skip
 
     def __init__(
@@ -60,6 +64,9 @@ class Endpoint:
         # seconds to the answer (non-streamed) or to the stream's head, smoothed; 0: no sample
         self.ewma_s = 0.0
         self.requests = 0
+        # removed from its pool by a reload: no new request; the pool closes the client once
+        # the requests in flight have finished
+        self.retired = False
 
     @property
     def in_flight(self) -> int:
@@ -73,6 +80,14 @@ class Endpoint:
     @property
     def has_slot(self) -> bool:
         return self._in_flight < self.max_concurrency
+
+    def retune(self, weight: float, max_concurrency: int) -> None:
+        """A reload's new weight and slots; load, latency and health are kept."""
+        if max_concurrency != self.max_concurrency:
+            self.client.resize(max_concurrency)
+            self.max_concurrency = max_concurrency
+        self.weight = weight
+        self.in_flight = self._in_flight  # the load per weight again
 
     def observe_latency(self, seconds: float) -> None:
         self.ewma_s = seconds if self.ewma_s == 0.0 else (

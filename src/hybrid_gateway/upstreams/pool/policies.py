@@ -4,6 +4,10 @@ Each policy is a small object with ``choose(candidates, request) -> Choice``; th
 are the endpoints that may take the request now (healthy, or taking their probe; not already
 failed by this request when another exists), never empty.  ``POLICIES`` maps the config's
 ``balancing.policy`` to a factory.  ``prefix_affinity`` lives in ``prefix.py``.
+
+A reload that changes the pool's endpoints (``resize.py``) numbers them again (endpoint i at
+position i) and calls ``reindex`` with the old-to-new index of each endpoint kept: what the
+policy knew of a removed endpoint goes, what it knew of a kept one follows it.
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ from __future__ import annotations
 import bisect
 import hashlib
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
 from typing import Protocol
@@ -40,6 +44,13 @@ class Policy(Protocol):
         """``endpoint`` was ejected: whatever the policy learnt about its cache is stale."""
         ...
 
+    def reindex(
+        self, endpoints: Sequence[Endpoint], moved: Mapping[int, int], config: BalancingConfig
+    ) -> None:
+        """The pool's endpoints are now ``endpoints`` (a reload); ``moved`` maps each kept
+        endpoint's old index to its new one; ``config``: the balancing knobs now in force."""
+        ...
+
 
 _LOAD = attrgetter("load")
 
@@ -60,10 +71,19 @@ class RoundRobin:
     name = "round_robin"
 
     def __init__(self, endpoints: Sequence[Endpoint]) -> None:
+        self._start(endpoints)
+
+    def _start(self, endpoints: Sequence[Endpoint]) -> None:
         self._current = [0.0] * len(endpoints)
         # equal weights and every endpoint a candidate: plain rotation, the same sequence
         self._uniform = len({e.weight for e in endpoints}) <= 1
         self._next = 0
+
+    def reindex(
+        self, endpoints: Sequence[Endpoint], moved: Mapping[int, int], config: BalancingConfig
+    ) -> None:
+        """The weighted rotation starts again over the new set (one window is all it holds)."""
+        self._start(endpoints)
 
     def choose(self, candidates: Sequence[Endpoint], request: Request) -> Choice:
         n = len(candidates)
@@ -109,6 +129,11 @@ class LeastOutstanding:
     def forget(self, endpoint: Endpoint) -> None:
         pass
 
+    def reindex(
+        self, endpoints: Sequence[Endpoint], moved: Mapping[int, int], config: BalancingConfig
+    ) -> None:
+        pass  # it keeps nothing per endpoint: the loads are the endpoints' own
+
 
 _VNODES = 64  # ring points per unit of weight
 
@@ -126,6 +151,10 @@ class Session:
     name = "session"
 
     def __init__(self, endpoints: Sequence[Endpoint], fallback: Policy) -> None:
+        self._fallback = fallback
+        self._ring(endpoints)
+
+    def _ring(self, endpoints: Sequence[Endpoint]) -> None:
         points = sorted(
             (_stable_hash(f"{endpoint.name}#{v}"), endpoint.index)
             for endpoint in endpoints
@@ -133,8 +162,16 @@ class Session:
         )
         self._hashes = [h for h, _ in points]
         self._owners = [index for _, index in points]
-        self._fallback = fallback
         self._endpoints = len(endpoints)
+
+    def reindex(
+        self, endpoints: Sequence[Endpoint], moved: Mapping[int, int], config: BalancingConfig
+    ) -> None:
+        """The ring again: its points hang on names and weights, so a kept endpoint keeps its
+        sessions but for those an added endpoint's points now catch; a removed one's move to
+        the next point, as when it is ejected."""
+        self._ring(endpoints)
+        self._fallback.reindex(endpoints, moved, config)
 
     def choose(self, candidates: Sequence[Endpoint], request: Request) -> Choice:
         if request.session is None:

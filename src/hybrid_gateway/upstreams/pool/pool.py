@@ -11,14 +11,19 @@ once; any other failure goes back to the dispatcher, whose retry (policy, budget
 another endpoint.  With every endpoint ejected the pool raises the single client's connection
 error (``upstream_connection_error``), so the channel's breaker and the lane's backup take over
 as they do for a single endpoint.
+
+A reload may change the endpoints in place (``replace_endpoints``, prepared by ``resize.py``):
+kept endpoints keep their state; a removed one is retired at once (never picked again, its
+metrics dropped) and drains: its requests in flight finish, then its client closes.
 """
 
 from __future__ import annotations
 
+import asyncio
 import enum
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, Protocol
 
@@ -31,6 +36,7 @@ from hybrid_gateway.upstreams.pool.active import ActiveChecks
 from hybrid_gateway.upstreams.pool.context import current_attempts
 from hybrid_gateway.upstreams.pool.endpoint import Endpoint, Request
 from hybrid_gateway.upstreams.pool.health import HealthState
+from hybrid_gateway.upstreams.pool.maker import EndpointMaker
 from hybrid_gateway.upstreams.pool.policies import Policy
 
 __all__ = ["EndpointListener", "EndpointPool", "EndpointStatus"]
@@ -42,6 +48,10 @@ class EndpointListener(Protocol):
     def endpoint_load(self, channel: str, endpoint: str, in_flight: int) -> None: ...
 
     def endpoint_result(self, channel: str, endpoint: str, outcome: str) -> None: ...
+
+    def endpoint_removed(self, channel: str, endpoint: str) -> None:
+        """A reload removed the endpoint: its series go (nothing more is told of it)."""
+        ...
 
 
 class _Health(enum.Enum):
@@ -94,37 +104,97 @@ class EndpointPool:
         clock: Clock,
         *,
         listeners: Sequence[EndpointListener] = (),
-        session_header: str | None = None,
+        maker: EndpointMaker | None = None,
         checks: ActiveChecks | None = None,
     ) -> None:
         self.name, self.config = name, config
         self.endpoints = tuple(endpoints)
         self.policy = policy
+        self.maker = maker  # how a reload makes new endpoints (None: it cannot add any)
         self._clock = clock
         self._listeners = tuple(listeners)
-        self._session_header = session_header
+        self._session_header = config.balancing.session_header
         self._checks = checks
         # endpoints not healthy now (ejected or probing): while none is, every endpoint is
         # available and ``pick`` skips the scan
         self._out: set[int] = set()
+        # removed by a reload, requests still in flight; and their clients' closing
+        self.draining: list[Endpoint] = []
+        self._closing: set[asyncio.Task[None]] = set()
         for endpoint in self.endpoints:
             endpoint.health.listen(partial(self.state_changed, endpoint))
 
     async def aclose(self) -> None:
         if self._checks is not None:
             await self._checks.aclose()
-        for endpoint in self.endpoints:
+        for endpoint in (*self.endpoints, *self.draining):
             await endpoint.client.aclose()
+        if self._closing:
+            await asyncio.gather(*self._closing)
 
     @property
     def idle_connections(self) -> int:
-        return sum(e.client.idle_connections for e in self.endpoints)
+        return sum(e.client.idle_connections for e in (*self.endpoints, *self.draining))
 
     def status(self) -> list[EndpointStatus]:
-        return [_status(e) for e in self.endpoints]
+        """The endpoints in service, then those draining after a reload removed them."""
+        return [*map(_status, self.endpoints),
+                *(replace(_status(e), state="draining") for e in self.draining)]  # fmt: skip
+
+    def replace_endpoints(
+        self,
+        config: ChannelConfig,
+        endpoints: Sequence[Endpoint],
+        new_policy: Callable[[Sequence[Endpoint]], Policy] | None = None,
+    ) -> list[Endpoint]:
+        """From now on ``endpoints`` serve (a reload; no await, so no request sees a mix).
+
+        Endpoints of the current set listed again (the same objects) keep their state and take
+        their position as index; the others are new.  The policy is re-indexed, or replaced by
+        ``new_policy(endpoints)``.  Returns the removed endpoints: retired at once, they drain.
+        """
+        listed = {id(e) for e in endpoints}
+        moved = {e.index: i for i, e in enumerate(endpoints) if e in self.endpoints}
+        removed = [e for e in self.endpoints if id(e) not in listed]
+        added = [e for e in endpoints if e not in self.endpoints]
+        for i, endpoint in enumerate(endpoints):
+            endpoint.index = i
+        self.endpoints, self.config = tuple(endpoints), config
+        self._session_header = config.balancing.session_header
+        if new_policy is None:
+            self.policy.reindex(self.endpoints, moved, config.balancing)
+        else:
+            self.policy = new_policy(self.endpoints)
+        self._out = {e.index for e in self.endpoints if e.health.state is not HealthState.HEALTHY}
+        if self._checks is not None:
+            self._checks.replace(self.endpoints)
+        for endpoint in removed:  # (first: a name moved to another URL keeps its new series)
+            self._retire(endpoint)
+        for endpoint in added:
+            endpoint.health.listen(partial(self.state_changed, endpoint))
+            for listener in self._listeners:
+                listener.endpoint_state(self.name, endpoint.name, endpoint.health.state.value)
+        return removed
+
+    def _retire(self, endpoint: Endpoint) -> None:
+        endpoint.retired = True
+        for listener in self._listeners:
+            listener.endpoint_removed(self.name, endpoint.name)
+        self.draining.append(endpoint)
+        if not endpoint.in_flight:
+            self._close(endpoint)
+
+    def _close(self, endpoint: Endpoint) -> None:
+        """A retired endpoint has no request left: close its client (its keep-alive pool)."""
+        self.draining.remove(endpoint)
+        task = asyncio.get_running_loop().create_task(endpoint.client.aclose())
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
 
     def state_changed(self, endpoint: Endpoint, state: HealthState) -> None:
         """The health listener of each endpoint."""
+        if endpoint.retired:  # (its index may be another endpoint's now)
+            return
         if state is HealthState.HEALTHY:
             self._out.discard(endpoint.index)
         else:
@@ -232,6 +302,10 @@ class EndpointPool:
 
     def _leave(self, endpoint: Endpoint) -> None:
         endpoint.in_flight -= 1
+        if endpoint.retired:
+            if not endpoint.in_flight:
+                self._close(endpoint)
+            return
         for listener in self._listeners:
             listener.endpoint_load(self.name, endpoint.name, endpoint.in_flight)
 
@@ -244,12 +318,16 @@ class EndpointPool:
             health.failure(probe)
         else:
             health.settle_neutral(probe)
+        if endpoint.retired:
+            return
         for listener in self._listeners:
             listener.endpoint_result(self.name, endpoint.name, outcome.value)
 
     def stream_broke(self, endpoint: Endpoint) -> None:
         """A stream this endpoint was answering broke or stalled mid-way."""
         endpoint.health.failure()
+        if endpoint.retired:
+            return
         for listener in self._listeners:
             listener.endpoint_result(self.name, endpoint.name, _Health.FAILURE.value)
 

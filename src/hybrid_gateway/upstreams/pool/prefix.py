@@ -24,12 +24,14 @@ pile-up (a restarted server left idle, a burst on one prefix), not the jitter of
 requests; 0.5 / 1.25 trips at 3 and 126, trading cache hits for evenness.
 The walk, the masks and the guard are plain ints; the mean is one C-level sum, computed only
 when the target has more than ``balance_abs`` in flight.  An ejected endpoint is forgotten
-(its bit cleared in one pass over the LRU): its server may have restarted cold.
+(its bit cleared in one pass over the LRU): its server may have restarted cold.  A reload that
+changes the endpoints (``reindex``) moves each kept endpoint's bit to its new index and drops
+removed endpoints' bits, and the blocks no endpoint holds any more, in one pass.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from operator import attrgetter
 
 from hybrid_gateway.upstreams.pool.chain import ChainMemo, block_chain, render_conversation
@@ -49,11 +51,7 @@ class PrefixAffinity:
     name = "prefix_affinity"
 
     def __init__(self, config: BalancingConfig, endpoints: int, memo_chars: int = MEMO_CHARS):
-        self._threshold = config.match_threshold
-        self._max_blocks = config.max_blocks
-        self._abs, self._rel = config.balance_abs, config.balance_rel
-        self._endpoints = endpoints
-        self._all = (1 << endpoints) - 1
+        self._tune(config, endpoints)
         self._memo = ChainMemo(config.block_chars, memo_chars)
         # block hash -> bit mask of the endpoints sent it (bit i: endpoint index i), in two
         # generations: a block used again moves to the young one; when the young one holds
@@ -63,6 +61,35 @@ class PrefixAffinity:
         self._young: dict[int, int] = {}
         self._old: dict[int, int] = {}
         self._turn = 0
+
+    def _tune(self, config: BalancingConfig, endpoints: int) -> None:
+        self._threshold = config.match_threshold
+        self._max_blocks = config.max_blocks
+        self._abs, self._rel = config.balance_abs, config.balance_rel
+        self._endpoints = endpoints
+        self._all = (1 << endpoints) - 1
+
+    def reindex(
+        self, endpoints: Sequence[Endpoint], moved: Mapping[int, int], config: BalancingConfig
+    ) -> None:
+        """Each block's mask with kept endpoints' bits moved, removed ones' cleared; a block
+        left with none is dropped (the masks repeat: each distinct one is mapped once)."""
+        mapped: dict[int, int] = {}
+        for generation in (self._young, self._old):
+            for block, mask in list(generation.items()):
+                new = mapped.get(mask)
+                if new is None:
+                    new = mapped[mask] = _move_bits(mask, moved)
+                if new:
+                    generation[block] = new
+                else:
+                    del generation[block]
+        self._tune(config, len(endpoints))  # (block_chars is the same: resize.py)
+        half = self._max_blocks // 2  # a smaller max_blocks holds at once
+        if len(self._young) > half:
+            self._old, self._young = self._young, {}
+        if len(self._old) > half:
+            self._old = dict(list(self._old.items())[len(self._old) - half :])
 
     @property
     def blocks(self) -> int:
@@ -172,6 +199,14 @@ class PrefixAffinity:
                 young = self._young
                 get = young.get
             young[block] = mask | bit
+
+
+def _move_bits(mask: int, moved: Mapping[int, int]) -> int:
+    out = 0
+    for old, new in moved.items():
+        if mask >> old & 1:
+            out |= 1 << new
+    return out
 
 
 def _holders(candidates: Sequence[Endpoint], alive: int) -> list[Endpoint]:

@@ -13,18 +13,20 @@ __all__ = ["endpoint_report"]
 def endpoint_report(
     channels: Mapping[str, object],
 ) -> tuple[dict[str, list[dict[str, object]]], list[dict[str, object]]]:
-    """Per pooled channel, its endpoints (state, in flight, latency, ejections); and a problem
-    for each endpoint not healthy (``endpoint_ejected`` / ``endpoint_probing``)."""
+    """Per pooled channel, its endpoints (state, in flight, latency, ejections), those a reload
+    removed last with state ``draining`` while requests to them finish; and a problem for each
+    endpoint in service not healthy (``endpoint_ejected`` / ``endpoint_probing``)."""
     pools: dict[str, list[dict[str, object]]] = {}
     problems: list[dict[str, object]] = []
     for name in sorted(channels):
         upstream = channels[name]
         if not isinstance(upstream, EndpointPool):
             continue
-        pools[name] = [asdict(status) for status in upstream.status()]
+        statuses = upstream.status()
+        pools[name] = [asdict(status) for status in statuses]
         problems.extend(
             {"channel": name, "endpoint": status.name, "problem": f"endpoint_{status.state}"}
-            for status in upstream.status()
-            if status.state != "healthy"
+            for status in statuses
+            if status.state not in ("healthy", "draining")
         )
     return pools, problems
