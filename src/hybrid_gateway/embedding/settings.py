@@ -26,6 +26,10 @@ class StaticEmbedderConfig(Strict):
     table_size: Annotated[int, Field(ge=1, le=250_037)] = 32_768
     # Words whose token ids are kept (the tokenizer's Viterbi search runs once per word).
     word_cache_size: PositiveInt = 65_536
+    # A SQLite file for the token vectors (relative paths: against the config file): a
+    # process reads what any process computed before (after a restart, the other
+    # `serve --workers`), computes the rest and adds it.  null: each process from scratch.
+    table_path: str | None = None
 
 
 class EmbeddingConfig(Strict):

