@@ -19,6 +19,7 @@ from hybrid_gateway.embedding.settings import EmbeddingConfig, StaticEmbedderCon
 from hybrid_gateway.embedding.static import StaticE5Embedder, StaticSettings
 from hybrid_gateway.embedding.static_store import MAX_PENDING, TokenStore
 from hybrid_gateway.observability.metrics import GatewayMetrics
+from tests.stores.test_outage import Events  # a store listener that keeps what it heard
 
 
 def _embedded(static: StaticE5Embedder, texts: list[str]) -> None:
@@ -195,27 +196,13 @@ def test_the_writer_thread_writes_by_itself_and_a_backlog_drops_rows(tmp_path: P
     assert TokenStore(tmp_path / "tokens.sqlite3", "v1", dim=4).rows == 2 + MAX_PENDING
 
 
-class _Heard:
-    """A store listener that keeps what it heard (the gateway's is its metrics)."""
-
-    def __init__(self) -> None:
-        self.states: list[bool] = []
-        self.errors: list[str] = []
-
-    def store_state(self, up: bool) -> None:
-        self.states.append(up)
-
-    def store_error(self, op: str) -> None:
-        self.errors.append(op)
-
-
 def test_outages_reach_the_listener_and_so_the_metrics(tmp_path: Path) -> None:
-    heard = _Heard()
+    heard = Events()
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("")
     TokenStore(blocker / "tokens.sqlite3", "v1", dim=4, listener=heard)
     assert (heard.states, heard.errors) == ([False], ["open"])
-    heard = _Heard()
+    heard = Events()
     path = tmp_path / "tokens.sqlite3"
     store = TokenStore(path, "v1", dim=4, listener=heard)
     with sqlite3.connect(path) as db:
