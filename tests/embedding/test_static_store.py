@@ -228,3 +228,19 @@ def test_the_gateway_counts_the_token_files_outage(tmp_path: Path) -> None:
     text = metrics.render().decode()
     assert 'hybrid_gateway_store_up{store="static_tokens"} 0' in text
     assert 'hybrid_gateway_store_errors_total{store="static_tokens",op="open"} 1' in text
+
+
+def test_a_process_starting_while_another_writes_the_file_waits_for_it(tmp_path: Path) -> None:
+    path = tmp_path / "tokens.sqlite3"
+    holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN EXCLUSIVE")  # another worker creating the file, not yet in WAL mode
+    holder.execute("CREATE TABLE IF NOT EXISTS other (x)")
+    released = threading.Timer(0.3, lambda: holder.execute("COMMIT"))
+    released.start()
+    try:
+        store = TokenStore(path, "v1", dim=4)  # waits (up to OPEN_WAIT_S), does not give up
+        assert store.available and store.failures == 0
+        store.close()
+    finally:
+        released.join()
+        holder.close()

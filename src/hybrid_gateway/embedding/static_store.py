@@ -44,6 +44,7 @@ F32 = npt.NDArray[np.float32]
 MAX_ROWS = 131_072  # per version: 192 MiB of 384-d vectors; a busy gateway sees far fewer
 MAX_PENDING = 16_384  # rows waiting for the writer (24 MiB)
 BUSY_MS = 50
+OPEN_WAIT_S = 5.0  # at start: another process creating the file and its table
 WRITE_EVERY_S = 0.5  # the writer's longest wait for more rows
 LOG_EVERY_S = 60.0
 _CHUNK = 500  # ids per SELECT (SQLite's bound on parameters is 32,766 here; stay well under)
@@ -93,24 +94,29 @@ class TokenStore:
         self._wake = threading.Event()
         self._stop = False
         self._thread: threading.Thread | None = None
+        db = None
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            db = self._connect()
+            # processes starting together wait for each other's schema, up to OPEN_WAIT_S
+            db = self._connect(OPEN_WAIT_S)
             db.execute("PRAGMA journal_mode=WAL")
             db.execute(_SCHEMA)
             (self._rows,) = db.execute(
                 "SELECT COUNT(*) FROM static_tokens WHERE version = ?", (version,)
             ).fetchone()
             db.commit()
-            self._writer_db = self._connect()
+            db.execute(f"PRAGMA busy_timeout={BUSY_MS}")
+            self._writer_db = self._connect(BUSY_MS / 1000)
         except (OSError, sqlite3.Error) as exc:
+            if db is not None:
+                db.close()
             self._failed("open", exc)
             return
         self._db = db
         self._answered()
 
-    def _connect(self) -> sqlite3.Connection:
-        db = sqlite3.connect(str(self.path), timeout=BUSY_MS / 1000, check_same_thread=False)
+    def _connect(self, timeout_s: float) -> sqlite3.Connection:
+        db = sqlite3.connect(str(self.path), timeout=timeout_s, check_same_thread=False)
         db.execute("PRAGMA synchronous=NORMAL")  # a cache: a lost last write is recomputed
         return db
 
