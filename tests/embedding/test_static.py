@@ -100,3 +100,12 @@ def test_the_token_table_reuses_the_least_recently_used_rows() -> None:
     table.put([6, 7, 8, 9], np.arange(8, dtype=np.float32).reshape(4, 2))  # more than it holds
     assert [t in table for t in (6, 7, 8, 9)] == [False, True, True, True] and len(table) == 3
     np.testing.assert_array_equal(table.take(table.rows_of([9])), [[6, 7]])  # type: ignore[arg-type]
+
+
+def test_a_put_past_the_free_rows_evicts_filled_rows_only() -> None:
+    table = TokenTable(3, 1)
+    table.put([1, 2], np.array([[1], [2]], np.float32))
+    table.take(table.rows_of([2]))  # type: ignore[arg-type]  # 2 is now the most recent
+    table.put([3, 4], np.array([[3], [4]], np.float32))  # one free row, then 1 goes
+    assert [t in table for t in (1, 2, 3, 4)] == [False, True, True, True]
+    np.testing.assert_array_equal(table.take(table.rows_of([2, 3, 4])), [[2], [3], [4]])  # type: ignore[arg-type]

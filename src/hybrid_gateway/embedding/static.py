@@ -121,8 +121,8 @@ class TokenTable:
         filled = len(self._row_of)
         rows = list(range(filled, min(filled + len(tokens), size)))
         short = len(tokens) - len(rows)
-        if short > 0:
-            victims = np.argpartition(self._used, short - 1)[:short]
+        if short > 0:  # among the filled rows (0..filled-1), never the free ones just taken
+            victims = np.argpartition(self._used[:filled], short - 1)[:short]
             for token in self._token_at[victims].tolist():
                 del self._row_of[token]
             rows += victims.tolist()
