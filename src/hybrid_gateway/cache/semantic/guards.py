@@ -23,6 +23,7 @@ import unicodedata
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import NamedTuple
 
 GUARD_NAMES: tuple[str, ...] = ("numbers", "dates", "negation", "entities", "antonyms")
 
@@ -116,6 +117,21 @@ def _normal(text: str) -> str:
     return unicodedata.normalize("NFKC", text)
 
 
+class _Parsed(NamedTuple):
+    norm: str  # NFKC
+    lower: str  # norm.lower()
+    words: tuple[str, ...]  # _WORD.findall(lower)
+
+
+@lru_cache(maxsize=4096)
+def _parsed(text: str) -> _Parsed:
+    """What every guard reads of a text, done once per text (not once per guard: a
+    2,000-character question was normalised five times and split into words four)."""
+    norm = _normal(text)
+    lower = norm.lower()
+    return _Parsed(norm, lower, tuple(_WORD.findall(lower)))
+
+
 def _cn_number(run: str) -> int | None:
     """A Chinese numeral run as an int (三百二十 -> 320, 两万 -> 20000); None if unparsable."""
     if all(c in _DIGITS for c in run):
@@ -136,7 +152,8 @@ def _cn_number(run: str) -> int | None:
 
 @lru_cache(maxsize=4096)
 def numbers(text: str) -> frozenset[str]:
-    norm = _normal(text)
+    parsed = _parsed(text)
+    norm = parsed.norm
     found = {n.replace(",", "") for n in _ARABIC.findall(norm)}
     for run in _CN_NUMERAL.findall(norm):
         if run in _CN_NOT_NUMBER:
@@ -144,7 +161,7 @@ def numbers(text: str) -> frozenset[str]:
         value = _cn_number(run)
         if value is not None:
             found.add(str(value))
-    for word in _WORD.findall(norm.lower()):
+    for word in parsed.words:
         if word in _EN_NUMBERS:
             found.add(str(_EN_NUMBERS[word]))
     return frozenset(found)
@@ -152,30 +169,31 @@ def numbers(text: str) -> frozenset[str]:
 
 @lru_cache(maxsize=4096)
 def dates(text: str) -> frozenset[str]:
-    norm = _normal(text)
+    parsed = _parsed(text)
+    norm = parsed.norm
     # 星期三 and 周三 name one day, as do 星期日, 星期天 and 周日: fold them to the 周 form.
     found = {
         "周日" if w in {"星期日", "星期天"} else w.replace("星期", "周")
         for w in _DATE_WORDS
         if w in norm
     }
-    found |= {w for w in _WORD.findall(norm.lower()) if w in _EN_DATE_WORDS}
+    found |= {w for w in parsed.words if w in _EN_DATE_WORDS}
     return frozenset(found)
 
 
 @lru_cache(maxsize=4096)
 def negations(text: str) -> int:
-    norm = _normal(text)
-    cn = _CN_NOT_NEGATION.sub("", _A_NOT_A.sub("", norm))
+    parsed = _parsed(text)
+    cn = _CN_NOT_NEGATION.sub("", _A_NOT_A.sub("", parsed.norm))
     count = len(_CN_NEGATION.findall(cn))
-    words = [w.replace("'", "").replace("’", "") for w in _WORD.findall(norm.lower())]
+    words = [w.replace("'", "").replace("’", "") for w in parsed.words]
     count += sum(1 for w in words if w in _EN_NEGATION)
     return count
 
 
 @lru_cache(maxsize=4096)
 def entities(text: str) -> frozenset[str]:
-    norm = _normal(text)
+    norm = _parsed(text).norm
     latin = _LATIN_TOKEN.findall(norm)
     if _CJK.search(norm):  # Chinese text: every Latin token in it is a name (iPhone, QQ, Excel)
         return frozenset(t.lower().rstrip("._-") for t in latin)
@@ -203,11 +221,12 @@ def _entities_agree(a: str, b: str) -> bool:
 
 
 def _no_opposites(a: str, b: str) -> bool:
-    na, nb = _normal(a).lower(), _normal(b).lower()
+    pa, pb = _parsed(a), _parsed(b)
+    na, nb = pa.lower, pb.lower
     only_a, only_b = set(_CJK.findall(na)) - set(nb), set(_CJK.findall(nb)) - set(na)
     if any(frozenset((x, y)) in _CN_OPPOSITES for x in only_a for y in only_b):
         return False
-    wa, wb = set(_WORD.findall(na)), set(_WORD.findall(nb))
+    wa, wb = set(pa.words), set(pb.words)
     return not any(frozenset((x, y)) in _EN_OPPOSITES for x in wa - wb for y in wb - wa)
 
 
