@@ -245,6 +245,44 @@ async def test_admin_invalidate_correct_and_drop_scope(backend: Factory) -> None
     assert await entries(cache) == 1
 
 
+async def test_two_workers_on_one_file_never_share_an_entry_id(tmp_path: Path) -> None:
+    """``serve --workers 2`` with ``records: sqlite``: both caches write one file.  Each used to
+    count ids from the file's largest at its start, so both gave id 1 to their first entry and
+    one row replaced the other (and an admin correction through one worker could change the
+    other's answer on disk)."""
+    path = tmp_path / "semantic.sqlite3"
+    a, b = make(store=SqliteEntryStore(path)), make(store=SqliteEntryStore(path))
+    assert await a.load("hashing@1") == 0 and await b.load("hashing@1") == 0
+    ids_a = [await put(a, f"question {n} from worker a") for n in range(3)]
+    ids_b = [await put(b, f"question {n} from worker b") for n in range(3)]
+    assert not set(ids_a) & set(ids_b)
+    assert await b.correct(ids_b[0], b"corrected through b")
+    await a.aclose()
+    await b.aclose()
+    restarted = make(store=SqliteEntryStore(path))
+    assert await restarted.load("hashing@1") == 6  # every row kept
+    for entry_id in ids_a:
+        entry = await restarted.get(entry_id)
+        assert entry is not None and entry.body == b"answer" and "worker a" in entry.question
+    fixed = await restarted.get(ids_b[0])
+    assert fixed is not None and fixed.body == b"corrected through b"
+    assert await put(restarted, "a new question") > max(ids_a + ids_b)
+    await restarted.aclose()
+
+
+def test_id_blocks_follow_rows_written_before_the_counter(tmp_path: Path) -> None:
+    store = SqliteEntryStore(tmp_path / "semantic.sqlite3")
+    assert store.reserve_ids(10) == 1 and store.reserve_ids(10) == 11
+    store._db.execute("DROP TABLE semantic_ids")  # a file from before the counter
+    store._db.execute("CREATE TABLE semantic_ids (next INTEGER NOT NULL)")
+    store._db.execute(
+        "INSERT INTO semantic_entries VALUES (500, 's', 'e', 'b', 'q', x'00', x'00', 1, 1, 0, 0, 0)"
+    )
+    store._db.commit()
+    assert store.reserve_ids(10) == 501
+    store.close()
+
+
 async def test_admin_changes_are_written_through(tmp_path: Path) -> None:
     path = tmp_path / "semantic.sqlite3"
     cache = make(store=SqliteEntryStore(path))

@@ -36,6 +36,7 @@ from hybrid_gateway.types import Usage
 T = TypeVar("T")
 _ENTRY_OVERHEAD = 200  # bytes of bookkeeping per entry (dict slots, ids, the LRU link)
 _EXPIRED_PER_LOOKUP = 8  # expired nearest entries one lookup removes before it gives up
+_ID_BLOCK = 1024  # entry ids reserved in the store's file at a time
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +91,7 @@ class SemanticCache:
         self._entries: OrderedDict[int, StoredEntry] = OrderedDict()  # LRU order: oldest first
         self._bytes = 0
         self._next_id = 1
+        self._ids_left = 0  # ids reserved in the store's file and not used yet
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="semantic-cache")
 
     # -- figures ---------------------------------------------------------------------------
@@ -168,10 +170,21 @@ class SemanticCache:
     async def _run(self, fn: Callable[[], T]) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._executor, fn)
 
+    def _take_id(self) -> int:
+        """A new entry's id: from a block reserved in the store's file (unique across the
+        processes sharing it), else from this cache's own count."""
+        if self._store is not None:
+            if self._ids_left == 0:
+                self._next_id = self._store.reserve_ids(_ID_BLOCK)
+                self._ids_left = _ID_BLOCK
+            self._ids_left -= 1
+        taken, self._next_id = self._next_id, self._next_id + 1
+        return taken
+
     def _load(self, embedder: str) -> int:
         if self._store is None:
             return 0
-        self._next_id = max(self._next_id, self._store.max_id() + 1)
+        self._ids_left = 0  # the first entry reserves a block of ids (store.reserve_ids)
         now = self.wall_now()
         stale: list[int] = []
         loaded: list[StoredEntry] = []
@@ -233,14 +246,14 @@ class SemanticCache:
     ) -> int | None:
         now = self.wall_now()
         entry = StoredEntry(
-            id=self._next_id, scope=namespace.scope, embedder=namespace.embedder, bucket=bucket,
+            id=0, scope=namespace.scope, embedder=namespace.embedder, bucket=bucket,
             question=question, vector=vector, body=body, usage=usage, created_at=now,
             last_used=now,
         )  # fmt: skip
         size = entry_bytes(entry)
         if size > self._bounds.max_bytes:
             return None
-        self._next_id += 1
+        entry = replace(entry, id=self._take_id())
         self._entries[entry.id] = entry
         self._bytes += size
         self._index.add(namespace.partition(bucket), entry.id, vector)

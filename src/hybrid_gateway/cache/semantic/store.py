@@ -35,6 +35,7 @@ CREATE TABLE IF NOT EXISTS semantic_entries (
     last_used REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS semantic_entries_embedder ON semantic_entries (embedder, last_used);
+CREATE TABLE IF NOT EXISTS semantic_ids (next INTEGER NOT NULL);
 """
 
 
@@ -78,6 +79,28 @@ class SqliteEntryStore:
     def max_id(self) -> int:
         row = self._db.execute("SELECT COALESCE(MAX(id), 0) FROM semantic_entries").fetchone()
         return int(row[0])
+
+    def reserve_ids(self, count: int) -> int:
+        """The first of ``count`` entry ids no other process on this file gets (``serve
+        --workers`` share it; each cache used to count from the file's largest id at its start,
+        so two workers gave one id to two entries and overwrote each other's rows)."""
+        db = self._db
+        if db.in_transaction:
+            db.commit()
+        db.execute("BEGIN IMMEDIATE")  # one reservation at a time, across processes
+        try:
+            row = db.execute("SELECT next FROM semantic_ids").fetchone()
+            # rows written before the counter existed (or by a version without it) come first
+            start = max(int(row[0]) if row else 1, self.max_id() + 1)
+            if row is None:
+                db.execute("INSERT INTO semantic_ids VALUES (?)", (start + count,))
+            else:
+                db.execute("UPDATE semantic_ids SET next = ?", (start + count,))
+            db.commit()
+        except BaseException:
+            db.rollback()
+            raise
+        return start
 
     def put(self, entry: StoredEntry) -> None:
         self._db.execute(
