@@ -10,9 +10,9 @@ INFO and DEBUG records in a list and writes them as one chunk:
 * otherwise from a daemon thread every ``interval_s``, so a quiet gateway's last lines wait at
   most that long.
 
-``interval_s`` 0 writes every line at once (the stdlib ``StreamHandler``'s behaviour).  A line
-is never dropped: a process killed with SIGKILL loses at most ``interval_s`` of INFO lines,
-which the request log (its journal) still holds.
+``interval_s`` 0 writes every line at once (the stdlib ``StreamHandler``'s behaviour).  No line
+is dropped while the process runs and exits normally; one killed with SIGKILL loses at most
+``interval_s`` of INFO lines, whose requests the request log's journal still holds.
 """
 
 from __future__ import annotations
