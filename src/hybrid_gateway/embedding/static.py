@@ -87,7 +87,8 @@ class TokenTable:
 
     Recency is a tick per row (``np.int64``), set for all the rows of a call at once, so a
     2,000-character prompt's few hundred tokens cost one numpy assignment, not a Python loop
-    of ``move_to_end`` (0.27 -> 0.15 ms warm); rows are reused least recent first.
+    of ``move_to_end`` (with the warm call's early return, a long prompt's static vector
+    0.27 -> 0.21 ms); rows are reused least recent first.
     """
 
     def __init__(self, size: int, dim: int) -> None:
