@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
-from hybrid_gateway.config import read_env
+from hybrid_gateway.config import read_env, resolve_path
 from hybrid_gateway.embedding.base import Embedder, Matrix, Vector
 from hybrid_gateway.embedding.batching import BatchingEmbedder
 from hybrid_gateway.embedding.settings import EmbeddingConfig
@@ -24,13 +24,6 @@ class SharedEmbedder(Protocol):
     async def embed_many(self, texts: Sequence[str]) -> Matrix: ...
 
     async def aclose(self) -> None: ...
-
-
-def _resolve(config_path: str | Path | None, path: str) -> Path:
-    candidate = Path(path)
-    if candidate.is_absolute() or config_path is None:
-        return candidate
-    return Path(config_path).resolve().parent / candidate
 
 
 def _batching(model: Embedder, cfg: EmbeddingConfig) -> BatchingEmbedder:
@@ -66,7 +59,7 @@ def static_embedder(
     s = cfg.static
     settings = StaticSettings(pooling=s.pooling, table_size=s.table_size,
                               word_cache_size=s.word_cache_size)  # fmt: skip
-    path = None if s.table_path is None else _resolve(config_path, s.table_path)
+    path = None if s.table_path is None else resolve_path(config_path, s.table_path)
     return StaticE5Embedder(settings, table_path=path, store_listener=store_listener)
 
 
@@ -88,7 +81,7 @@ def _sentence_transformers(cfg: EmbeddingConfig, config_path: str | Path | None)
 
     assert cfg.path is not None and cfg.version is not None  # checked by the config
     model = SentenceTransformerEmbedder(
-        _resolve(config_path, cfg.path), version=cfg.version, query_prefix=cfg.query_prefix
+        resolve_path(config_path, cfg.path), version=cfg.version, query_prefix=cfg.query_prefix
     )
     return _batching(model, cfg)
 
