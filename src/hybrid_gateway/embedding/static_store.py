@@ -45,7 +45,6 @@ MAX_ROWS = 131_072  # per version: 192 MiB of 384-d vectors; a busy gateway sees
 MAX_PENDING = 16_384  # rows waiting for the writer (24 MiB)
 BUSY_MS = 50
 OPEN_WAIT_S = 5.0  # at start: another process creating the file and its table
-WRITE_EVERY_S = 0.5  # the writer's longest wait for more rows
 LOG_EVERY_S = 60.0
 _CHUNK = 500  # ids per SELECT (SQLite's bound on parameters is 32,766 here; stay well under)
 _SCHEMA = (
@@ -183,9 +182,9 @@ class TokenStore:
 
     def _run(self) -> None:
         while not self._stop:
-            self._wake.wait(WRITE_EVERY_S)
+            self._wake.wait()  # set by put (rows to write) and by close
             self._wake.clear()
-            self.flush()
+            self.flush()  # takes every row appended before the clear
 
     def _write(self, rows: list[tuple[str, int, bytes]]) -> None:  # under self._write_lock
         db = self._writer_db
