@@ -1,9 +1,10 @@
 """The console handler: lines below WARNING go out in chunks (``server.log.flush_interval_ms``).
 
 A text stream flushes at each line it is given (stderr is line-buffered), so one request line
-was one ``write`` system call, a sixth of the pass-through's CPU at INFO with the formatting
-(``bench overhead``; benchmarks/README.md).  ``ConsoleHandler`` keeps the formatted lines of
-INFO and DEBUG records in a list and writes them as one chunk:
+was one ``write`` system call: with its formatting, a sixth of the pass-through's CPU samples
+at INFO (py-spy at wrk -c20; docs/operations.md has the before and after).
+``ConsoleHandler`` keeps the formatted lines of INFO and DEBUG records in a list and writes
+them as one chunk:
 
 * at once when a WARNING or worse arrives (after the lines before it, so order holds), when
   ``max_lines`` are waiting, and on ``flush()``/``close()`` (``logging.shutdown`` at exit);
