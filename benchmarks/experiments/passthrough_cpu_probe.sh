@@ -2,7 +2,8 @@
 # Gateway CPU (user + system, and user alone) per pass-through request at wrk -c20, for one
 # source tree: the `bench overhead` config (rules + exact cache + request log), a zero-delay
 # emulator, every body unique, log level WARNING (LOGLEVEL=INFO: with the request lines), 2 s
-# warm-up then 6 s measured.  Used to scan commits for what moved the pass-through cost
+# warm-up then 6 s measured.  GC_YOUNG_MS=N sets server.gc.young_interval_ms (default: the
+# config's default).  Used to scan commits for what moved the pass-through cost
 # (benchmarks/README.md):
 #
 #   git worktree add /tmp/at COMMIT
@@ -21,7 +22,7 @@ EPORT=$((20000 + RANDOM % 10000)); GPORT=$((EPORT + 1))
 PYTHONPATH=$SRC "$PY" -m hybrid_gateway.cli emulate --profile light --zero-delay \
     --host 127.0.0.1 --port "$EPORT" > emu.log 2>&1 & EMU=$!
 cat > g.yaml <<YAML
-server: {host: 127.0.0.1, port: $GPORT, request_log: {path: requests.sqlite3}}
+server: {host: 127.0.0.1, port: $GPORT, request_log: {path: requests.sqlite3}${GC_YOUNG_MS:+, gc: {young_interval_ms: $GC_YOUNG_MS\}}}
 channels:
   light-emu: {base_url: "http://127.0.0.1:$EPORT/v1", model: light-model, price_per_1m_input: 0.1, price_per_1m_output: 0.2, max_concurrency: 256}
   heavy-emu: {base_url: "http://127.0.0.1:$EPORT/v1", model: heavy-model, price_per_1m_input: 1.0, price_per_1m_output: 2.0, max_concurrency: 256}

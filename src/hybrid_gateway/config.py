@@ -75,6 +75,12 @@ class HealthConfig(_Strict):
     failed_requests: PositiveInt = 5
 
 
+class GcConfig(_Strict):
+    # The young generation is also collected every this many ms, so one pause only covers what
+    # one interval allocated (observability/gc_pacer.py); 0: the interpreter's count alone
+    young_interval_ms: Annotated[int, Field(ge=0)] = 100
+
+
 class ServerConfig(_Strict):
     host: str = "127.0.0.1"
     port: Annotated[int, Field(ge=0, le=65535)] = 8080
@@ -86,6 +92,7 @@ class ServerConfig(_Strict):
     request_log: RequestLogConfig = RequestLogConfig()
     log: LogConfig = LogConfig()
     health: HealthConfig = HealthConfig()
+    gc: GcConfig = GcConfig()
 
 
 class ChannelConfig(_Strict):

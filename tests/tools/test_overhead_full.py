@@ -112,6 +112,19 @@ async def test_open_loop_counts_latency_from_the_due_time_and_errors() -> None:
     assert percentile([], 99) == 0.0 and percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.0
 
 
+async def test_open_loop_warm_up_is_sent_and_not_counted() -> None:
+    calls = 0
+
+    async def answer(request: web.Request) -> web.Response:
+        nonlocal calls
+        calls += 1
+        return web.json_response({"ok": True}, status=500 if calls <= 4 else 200)
+
+    async with serving(answer) as url:  # the 4 failures fall in the 0.2 s warm-up
+        result = await asyncio.to_thread(run_open_loop, url, 20, 0.5, "short", 0.2)
+    assert calls == 14 and result.sent == 10 and result.errors == 0
+
+
 def test_report_ratios_goals_and_stage_rest() -> None:
     levels = [level("bare", 50, 10_000, 3.0), level("gateway", 50, 8_000, 4.0),
               level("full", 50, 2_400, 6.0)]  # fmt: skip

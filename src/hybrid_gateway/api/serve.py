@@ -8,6 +8,7 @@ processes on one port (``api/workers.py``).
 from __future__ import annotations
 
 import argparse
+import asyncio
 import gc
 import logging
 import sys
@@ -22,6 +23,7 @@ from hybrid_gateway.api.workers import run_workers
 from hybrid_gateway.config import GatewayConfig, load_config
 from hybrid_gateway.config_cli import summary_lines
 from hybrid_gateway.errors import ConfigError
+from hybrid_gateway.observability.gc_pacer import GcPacer
 from hybrid_gateway.observability.logs import LEVELS, configure_logging
 from hybrid_gateway.serving import ListenError, run_with_best_loop, serve_until_signalled
 from hybrid_gateway.tools.cliargs import float_at_least, int_at_least
@@ -93,15 +95,23 @@ def _serve(config: GatewayConfig, args: argparse.Namespace, host: str, port: int
     # aiohttp's own shutdown only closes idle connections: the drain has already waited
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=drain_reserve_s(args.grace_s))
 
+    pacing: list[tuple[GcPacer, asyncio.Task[None]]] = []  # set once the loop runs
+
     def started() -> None:
         runtime = app[RUNTIME]
         runtime.lifecycle.begin(runtime.embedder)  # /readyz: 200 once the embedder is warm
         reload_on_sighup(app)  # api/reload.py: routing rules and thresholds
         _tune_gc()
+        gc_pacer = GcPacer(config.server.gc.young_interval_ms / 1000, runtime.metrics.gc_pause)
+        gc_pacer.install()
+        pacing.append((gc_pacer, asyncio.get_running_loop().create_task(gc_pacer.run())))
 
     async def stop() -> None:
         runtime = app[RUNTIME]
         runtime.lifecycle.drain()  # /readyz: 503 from now on
+        for gc_pacer, task in pacing:
+            task.cancel()
+            gc_pacer.uninstall()
         await drain_runner(runner, runtime.inflight, args.grace_s)
 
     run_with_best_loop(

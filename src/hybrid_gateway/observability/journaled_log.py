@@ -144,7 +144,8 @@ class JournaledLog:
             fresh = self._journal.prepare()  # file work outside the lock the writers take
             with self._lock:
                 rows, self._pending = self._pending, []
-                sealed = self._journal.swap(fresh)
+                retired = self._journal.detach(fresh)
+            sealed = retired.seal()  # likewise
             try:
                 self._sink.insert(rows)
             except StoreUnavailable:
@@ -221,8 +222,8 @@ class JournaledLog:
         fresh = self._journal.prepare()
         with self._lock:
             self._pending.clear()
-            sealed = self._journal.swap(fresh)
-        self._backlog.extend(sealed)
+            retired = self._journal.detach(fresh)
+        self._backlog.extend(retired.seal())
         return moved + (self._insert_backlog() or 0)
 
     def _insert_backlog(self) -> int | None:

@@ -10,6 +10,7 @@ from hybrid_gateway.resilience.breaker import BreakerState
 from hybrid_gateway.types import RequestRecord
 
 _BREAKER_LEVEL = {BreakerState.CLOSED: 0, BreakerState.HALF_OPEN: 1, BreakerState.OPEN: 2}
+_GC_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1)
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 3, 5, 8, 12, 20, 30, 60)
 
 
@@ -58,6 +59,10 @@ class GatewayMetrics:
             Counter(names.RETRIES, "Upstream attempts retried, by failure", ["channel", "code"])
         )
         self.asyncio_tasks = r.add(Gauge(names.ASYNCIO_TASKS, "asyncio tasks alive in the loop"))
+        self.gc_pause_seconds = r.add(Histogram(
+            names.GC_PAUSE_SECONDS, "Cyclic garbage collector pauses (observability/gc_pacer.py)",
+            ["generation"], _GC_BUCKETS,
+        ))  # fmt: skip
         self.upstream_idle = r.add(Gauge(
             names.UPSTREAM_IDLE_CONNECTIONS, "Keep-alive upstream connections idle in the pool",
             ["channel"],
@@ -205,6 +210,10 @@ class GatewayMetrics:
     def store_listener(self, store: str) -> StoreMetrics:
         """A ``StoreListener`` for one shared store: ``redis`` or ``postgres``."""
         return StoreMetrics(self, store)
+
+    def gc_pause(self, generation: int, seconds: float) -> None:
+        """A ``gc_pacer.Observe``."""
+        self.gc_pause_seconds.observe(seconds, (str(generation),))
 
     def retry(self, channel: str, code: str) -> None:
         self.retries.inc((channel, code))

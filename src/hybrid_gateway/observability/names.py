@@ -17,6 +17,7 @@ BREAKER_TRANSITIONS = "hybrid_gateway_breaker_transitions"  # counter: channel, 
 RETRIES = "hybrid_gateway_retries"  # counter: channel, code (the failure that was retried)
 # Leak watch (bench soak): both are read when /metrics is scraped.
 ASYNCIO_TASKS = "hybrid_gateway_asyncio_tasks"  # gauge: tasks alive in the gateway's event loop
+GC_PAUSE_SECONDS = "hybrid_gateway_gc_pause_seconds"  # histogram: cyclic GC pauses, by generation
 UPSTREAM_IDLE_CONNECTIONS = "hybrid_gateway_upstream_idle_connections"  # gauge: channel
 # Degradation (resilience/lanes.py, deadline.py, shedding.py; results/webhook.py)
 LANE_QUEUE_DEPTH = "hybrid_gateway_lane_queue_depth"  # gauge: lane, channel (waiting for a slot)

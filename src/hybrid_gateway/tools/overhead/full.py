@@ -168,7 +168,7 @@ def _open_loop(
         for target in targets:
             if target.name == "bare":
                 continue
-            result = run_open_loop(target.url, args.rate, args.duration, prompt)
+            result = run_open_loop(target.url, args.rate, args.duration, prompt, args.warmup)
             out.append((target.name, prompt, result))
             print(f"  open loop {target.name:<8} {prompt:<6} {args.rate:g}/s  "
                   f"p50 {result.p50_ms:.1f} ms  p99 {result.p99_ms:.1f} ms  "

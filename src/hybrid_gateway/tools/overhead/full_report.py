@@ -170,7 +170,8 @@ def render_full_markdown(report: JsonDict) -> str:
                      f"{_f(c['pass_through_cpu_ms_per_request'], '.3f')} | "
                      f"{_f(c['floor_cpu_ms_per_request'], '.3f')} |")  # fmt: skip
     if report["open_loop"]:
-        lines += ["", "Open loop (latency from each request's due time):", "",
+        lines += ["", "Open loop (latency from each request's due time, after a warm-up as long as "
+                  "the levels', not counted):", "",
                   "| prompt | rate/s | pass-through p50 / p99 ms | full p50 / p99 ms | "
                   "p99 added ms | errors (full) |", "|---|---:|---:|---:|---:|---:|"]  # fmt: skip
         for o in report["open_loop"]:
