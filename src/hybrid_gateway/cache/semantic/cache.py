@@ -8,12 +8,13 @@ A lookup searches only the request's partition, takes the nearest stored questio
 ``DecisionRule`` judge it; the answer is served only on a hit.  Bounded like the exact cache:
 entry count and bytes (answer + question + vector), least recently used out first, and entries
 older than ``ttl_s`` are never served.  With a ``SqliteEntryStore`` every change is written
-through and a restart loads the entries back.
+behind, by the store's own writer thread, and a restart loads the entries back.
 
 All state (index, LRU order, store) is touched only from one worker thread: a brute-force
 search over a large partition takes milliseconds and must not stall the event loop, and the
-SQLite connection stays on one thread.  Times are wall-clock seconds (``clock.now()`` plus an
-epoch offset taken at start), so a TTL spans restarts and tests still drive time by hand.
+store's reading connection stays on one thread.  Times are wall-clock seconds
+(``clock.now()`` plus an epoch offset taken at start), so a TTL spans restarts and tests still
+drive time by hand.
 """
 
 from __future__ import annotations

@@ -1,10 +1,11 @@
 """SQLite persistence for the semantic cache, so a restart keeps what was learned.
 
-Every entry is written through (one row: its namespace, bucket, question, vector, answer,
-usage and times); a restart reads the rows of the current embedder back, newest use first,
-until the cache's bounds are met.  Rows of another embedder version are left on disk but never
-loaded: their vectors cannot be compared with the current model's.  Only the semantic cache's
-worker thread touches the connection (``check_same_thread`` stays on).
+Every entry is written behind (one row: its namespace, bucket, question, vector, answer,
+usage and times), by a writer thread with its own connection (``store_writer.py``), so no
+lookup waits for a commit; a restart reads the rows of the current embedder back, newest use
+first, until the cache's bounds are met.  Rows of another embedder version are left on disk but
+never loaded: their vectors cannot be compared with the current model's.  The reading
+connection is used by the semantic cache's worker thread only.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from hybrid_gateway.cache.semantic.store_writer import Op, StoreWriter
 from hybrid_gateway.embedding.base import Vector
 from hybrid_gateway.types import Usage
 
@@ -60,9 +62,13 @@ class SqliteEntryStore:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(_SCHEMA)
+        # changes go through a writer of their own (store_writer.py); this connection reads
+        # and reserves ids, from the semantic cache's worker thread
+        self._writer = StoreWriter(path)
 
     def load(self, embedder: str) -> Iterator[StoredEntry]:
         """The current embedder's rows, most recently used first."""
+        self._writer.flush()
         rows = self._db.execute(
             "SELECT id, scope, embedder, bucket, question, vector, body, prompt_tokens, "
             "completion_tokens, usage_estimated, created_at, last_used FROM semantic_entries "
@@ -103,7 +109,7 @@ class SqliteEntryStore:
         return start
 
     def put(self, entry: StoredEntry) -> None:
-        self._db.execute(
+        self._writer.submit(Op(
             "INSERT OR REPLACE INTO semantic_entries VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 entry.id, entry.scope, entry.embedder, entry.bucket, entry.question,
@@ -111,31 +117,35 @@ class SqliteEntryStore:
                 entry.usage.completion_tokens, int(entry.usage.estimated), entry.created_at,
                 entry.last_used,
             ),
-        )  # fmt: skip
-        self._db.commit()
+            droppable=True,
+        ))  # fmt: skip
 
     def touch(self, entry_id: int, last_used: float) -> None:
-        self._db.execute(
-            "UPDATE semantic_entries SET last_used = ? WHERE id = ?", (last_used, entry_id)
-        )
-        self._db.commit()
+        self._writer.submit(Op(
+            "UPDATE semantic_entries SET last_used = ? WHERE id = ?", (last_used, entry_id),
+            droppable=True,
+        ))  # fmt: skip
 
     def replace_body(self, entry_id: int, body: bytes) -> None:
-        self._db.execute("UPDATE semantic_entries SET body = ? WHERE id = ?", (body, entry_id))
-        self._db.commit()
+        self._writer.submit(
+            Op("UPDATE semantic_entries SET body = ? WHERE id = ?", (body, entry_id))
+        )
 
     def delete(self, ids: list[int]) -> None:
         for start in range(0, len(ids), 500):
             chunk = ids[start : start + 500]
-            self._db.execute(
+            self._writer.submit(Op(
                 f"DELETE FROM semantic_entries WHERE id IN ({','.join('?' * len(chunk))})", chunk
-            )
-        self._db.commit()
+            ))  # fmt: skip
 
     def delete_scope(self, scope: str) -> None:
         """Every row of a tenant scope, whatever embedder wrote it."""
-        self._db.execute("DELETE FROM semantic_entries WHERE scope = ?", (scope,))
-        self._db.commit()
+        self._writer.submit(Op("DELETE FROM semantic_entries WHERE scope = ?", (scope,)))
+
+    def flush(self) -> None:
+        """Wait until every change handed over so far is in the file."""
+        self._writer.flush()
 
     def close(self) -> None:
+        self._writer.close()  # what waits is written first
         self._db.close()
