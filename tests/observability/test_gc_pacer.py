@@ -60,3 +60,20 @@ def test_install_times_real_collections_and_uninstall_stops() -> None:
     assert [g for g, _ in seen] == [1] and seen[0][1] >= 0
     gc.collect(0)
     assert len(seen) == 1
+
+
+def test_pacing_keeps_full_collections_about_hourly() -> None:
+    before = gc.get_threshold()
+    try:
+        gc.set_threshold(20_000, 50, 100)
+        pacer = GcPacer(0.1, lambda g, s: None)
+        pacer.install()
+        assert gc.get_threshold() == (20_000, 50, 720)  # 3600 s / (0.1 s x 50)
+        pacer.uninstall()
+        assert gc.get_threshold() == (20_000, 50, 100)
+        idle = GcPacer(0, lambda g, s: None)
+        idle.install()  # not pacing: thresholds as they were
+        assert gc.get_threshold() == (20_000, 50, 100)
+        idle.uninstall()
+    finally:
+        gc.set_threshold(*before)
