@@ -19,9 +19,9 @@ small pauses instead of one large one.  Measured in the same run: the longest yo
 Each young collection also counts toward the older generations' thresholds (a middle one
 every 50 young ones: every 5 s at 100 ms, over what survived those 5 s).  Left at 100, the
 full collection, which scans every long-lived object the cache holds, would be considered
-every 500 s instead of about once a day; ``install`` raises that threshold so it comes at most
-about once an hour (``FULL_EVERY_S``), and the interpreter still skips it until the old
-generation has grown by a quarter.
+every 500 s (unpaced, 5,000 young collections apart: more than a day at one every 20-30 s);
+``install`` raises that threshold so it comes at most about once an hour (``FULL_EVERY_S``),
+and the interpreter still skips it until the old generation has grown by a quarter.
 """
 
 from __future__ import annotations
