@@ -9,7 +9,7 @@ def test_append_swap_and_read_back(tmp_path: Path) -> None:
     journal = MmapJournal(tmp_path, "log", capacity=64)
     journal.append(b"one")
     journal.append(b"two")
-    sealed = journal.swap(journal.prepare())
+    sealed = journal.detach(journal.prepare()).seal()
     assert len(sealed) == 1 and journal_lines(sealed[0]) == [b"one", b"two"]
     assert sealed[0].stat().st_size == len(b"one\ntwo\n")  # the zero tail is cut when sealed
     journal.append(b"three")

@@ -85,10 +85,6 @@ class MmapJournal:
         self._full, self._current = [], fresh
         return retired
 
-    def swap(self, fresh: _Segment) -> list[Path]:
-        """``detach`` and seal in one call: the sealed files."""
-        return self.detach(fresh).seal()
-
     def close(self) -> list[Path]:
         retired = Retired([*self._full, self._current])
         self._full = []

@@ -51,7 +51,7 @@ class StoreWriter:
         max_pending: int = MAX_PENDING,
         attempts: int = 3,
         retry_wait_s: float = 0.2,
-        wall: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
@@ -59,7 +59,7 @@ class StoreWriter:
         self._max_pending = max_pending
         self._attempts = attempts
         self._retry_wait_s = retry_wait_s
-        self._wall = wall
+        self._clock = clock
         self._cond = threading.Condition()
         self._ops: list[Op] = []
         self._submitted = 0
@@ -141,7 +141,7 @@ class StoreWriter:
                     self._cond.wait(self._retry_wait_s)
 
     def _warn(self, kind: str, message: str, *args: object) -> None:
-        now = self._wall()
+        now = self._clock()
         if now - self._last_log.get(kind, float("-inf")) >= _LOG_EVERY_S:
             self._last_log[kind] = now
             _log.warning(message, *args)
