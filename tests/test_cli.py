@@ -21,6 +21,18 @@ def test_config_check_ok(capsys: pytest.CaptureFixture[str]) -> None:
     assert "ok" in out and "lane light -> light-local" in out
 
 
+def test_config_check_names_each_lanes_backup_and_deadline(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    full = EXAMPLE.parent / "gateway-full.yaml"
+    assert main(["config", "check", str(full)]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "lane heavy -> heavy-local, backup heavy-backup, deadline 2 s on the first token, "
+        "stall 2 s -> light"
+    ) in out
+
+
 def test_config_check_names_file_field_and_expectation(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

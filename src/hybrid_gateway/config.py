@@ -165,6 +165,12 @@ class LaneConfig(_Strict):
     # answered from ``fallback_lane`` while this lane's answer is kept for later delivery.
     deadline_s: PositiveFloat | None = None
     fallback_lane: str | None = None
+    # What deadline_s waits for in a non-streamed request: the whole ``answer``, or its
+    # ``first_token`` (the gateway streams it from the upstream and assembles it, as for a
+    # streamed request), so that a long answer in progress is not taken for a fault.
+    deadline_on: Literal["answer", "first_token"] = "answer"
+    # With ``first_token``: a non-streamed answer whose tokens stop for this long falls back too.
+    stall_s: PositiveFloat | None = None
 
 
 class RetryConfig(_Strict):
@@ -297,6 +303,10 @@ def _check_degradation(config: GatewayConfig) -> None:
             raise _FieldError(
                 f"lanes.{name}.fallback_lane", "deadline_s and fallback_lane given together"
             )
+        if lane.deadline_on != "answer" and lane.deadline_s is None:
+            raise _FieldError(f"lanes.{name}.deadline_on", "a deadline_s with it")
+        if lane.stall_s is not None and lane.deadline_on != "first_token":
+            raise _FieldError(f"lanes.{name}.stall_s", "deadline_on: first_token with it")
         if lane.fallback_lane is not None:
             field = f"lanes.{name}.fallback_lane"
             must_exist(lane.fallback_lane, config.lanes, field, "a lane name")

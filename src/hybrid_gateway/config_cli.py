@@ -40,7 +40,12 @@ def summary_lines(file: str, config: GatewayConfig) -> list[str]:
             f"max_concurrency={channel.max_concurrency}"
         )
     for name, lane in config.lanes.items():
-        lines.append(f"  lane {name} -> {lane.channel}")
+        extra = f", backup {lane.backup}" if lane.backup else ""
+        if lane.deadline_s is not None:
+            on = "first token" if lane.deadline_on == "first_token" else "answer"
+            stall = f", stall {lane.stall_s:g} s" if lane.stall_s is not None else ""
+            extra += f", deadline {lane.deadline_s:g} s on the {on}{stall} -> {lane.fallback_lane}"
+        lines.append(f"  lane {name} -> {lane.channel}{extra}")
     models = ", ".join(
         f"{m.id}" + (f"->{m.lane}" if m.lane else " (routed)") for m in config.models
     )

@@ -80,6 +80,7 @@ def fault_config(light: str, heavy: str, flaky: str, hook_url: str, log: Path) -
         "stalled": channel(heavy + "/v1", "m@stall=30"),  # no byte for 30 s
         "late": channel(heavy + "/v1", "m@stall=1.5"),  # answers, but after the deadline
         "midstream": on_light("m@midstream-reset"),
+        "reset-heavy": channel(heavy + "/v1", "m@midstream-reset"),
         "slow": channel(heavy + "/v1", "m@slow=0.08"),  # bytes at once, then 80 ms a token
         "down": channel(f"http://127.0.0.1:{closed_port()}/v1", "m", connect_timeout_s=1),
         "limited": on_light("m@status=429@retry-after=2"),
@@ -95,6 +96,9 @@ def fault_config(light: str, heavy: str, flaky: str, hook_url: str, log: Path) -
         "stalled": {"channel": "stalled", **deadline},
         "late": {"channel": "late", **deadline},
         "slow": {"channel": "slow", **deadline},
+        # the same slow answer, non-streamed, with the deadline on its first token
+        "progress": {"channel": "slow", **deadline, "deadline_on": "first_token", "stall_s": 1},
+        "progress-reset": {"channel": "reset-heavy", **deadline, "deadline_on": "first_token"},
         "midstream": {"channel": "midstream"},
         "down": {"channel": "down"},
         "limited": {"channel": "limited"},
@@ -268,6 +272,44 @@ def test_slow_stream_is_relayed_without_fallback(faults: Gateway, client: openai
     assert "[heavy-model]" in text
     request_id = raw.headers["x-request-id"]
     assert log_rows(faults, [request_id])[request_id][:3] == (200, None, None)
+
+
+def test_a_slow_non_streamed_answer_falls_back_on_answer_and_not_on_first_token(
+    faults: Gateway, client: openai.OpenAI
+) -> None:
+    """12 tokens at 80 ms: about 1 s, twice the deadline, but the first token comes at once."""
+    on_answer = client.chat.completions.with_raw_response.create(
+        model="slow", messages=question("slow, whole answer"), max_tokens=12
+    )
+    assert on_answer.headers["x-gateway-fallback"] == "timeout"
+    started = time.monotonic()
+    raw = client.chat.completions.with_raw_response.create(
+        model="progress", messages=question("slow, first token"), max_tokens=12
+    )
+    assert time.monotonic() - started > DEADLINE_S
+    assert "x-gateway-fallback" not in raw.headers
+    answer = raw.parse()
+    assert "[heavy-model]" in (answer.choices[0].message.content or "")
+    assert answer.model == "progress" and answer.usage is not None
+    assert answer.usage.completion_tokens > 0
+    request_id = raw.headers["x-request-id"]
+    assert log_rows(faults, [request_id])[request_id][:3] == (200, None, None)
+
+
+def test_a_non_streamed_answer_whose_stream_breaks_is_answered_by_the_fallback(
+    faults: Gateway, client: openai.OpenAI
+) -> None:
+    raw = client.chat.completions.with_raw_response.create(
+        model="progress-reset", messages=question("reset after the first token")
+    )
+    assert raw.headers["x-gateway-fallback"] == "timeout"
+    assert raw.headers["x-gateway-route"].startswith("lane=light; channel=light-emu")
+    assert "rule=broken:progress-reset" in raw.headers["x-gateway-route"]
+    assert "[light-model]" in (raw.parse().choices[0].message.content or "")
+    request_id = raw.headers["x-request-id"]
+    rows = log_rows(faults, [request_id, f"{request_id}.late"])
+    assert rows[request_id][:3] == (200, None, "timeout")
+    assert rows[f"{request_id}.late"][:3] == (502, "upstream_stream_broken", "late")
 
 
 def test_light_channel_down_is_a_clear_502_with_the_request_id(

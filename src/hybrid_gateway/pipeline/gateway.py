@@ -194,7 +194,7 @@ class Pipeline:
         await self._route(request, record)
         deferred = self._p.deferred
         if deferred is not None and deferred.covers(record):
-            return await deferred.complete(request, record, lookup.key, self._call)
+            return await deferred.complete(request, record, lookup.key, self._call, self._open)
         result = await self._call(request, record, lookup.key)
         self._audit(request, record, result.body)
         return result

@@ -32,8 +32,15 @@ from typing import Any, Protocol
 import orjson
 
 from hybrid_gateway.errors import GatewayError
-from hybrid_gateway.pipeline.streaming import StreamAssembler
 from hybrid_gateway.resilience.clock import Clock
+from hybrid_gateway.resilience.deadline_feed import (
+    END,
+    Feed,
+    broke,
+    copy_record,
+    relay,
+    shadow_of,
+)
 from hybrid_gateway.results.store import ResultsStore
 from hybrid_gateway.results.webhook import WebhookSender
 from hybrid_gateway.types import (
@@ -77,39 +84,10 @@ class DeadlinePolicy:
     deadline_s: float
     fallback_lane: str
     fallback_channel: str  # the fallback lane's primary (the dispatcher may pick its backup)
-
-
-class _End:
-    pass
-
-
-_END = _End()
-_Item = bytes | BaseException | _End
-
-
-class _Feed:
-    """Events from the shadow stream: queued for the client, or assembled once detached."""
-
-    def __init__(self) -> None:
-        self.queue: asyncio.Queue[_Item] = asyncio.Queue()
-        self.assembler: StreamAssembler | None = None
-        self.error: BaseException | None = None
-
-    def put(self, item: _Item) -> None:
-        if self.assembler is None:
-            self.queue.put_nowait(item)
-        elif isinstance(item, bytes):
-            for line in item.split(b"\n"):
-                if line.startswith(b"data: "):
-                    self.assembler.feed(line[6:])
-        elif isinstance(item, BaseException):
-            self.error = item
-
-    def detach(self) -> None:
-        """From now on events are assembled, not queued (including any already queued)."""
-        self.assembler = StreamAssembler(include_usage=True)
-        while not self.queue.empty():
-            self.put(self.queue.get_nowait())
+    # ``deadline_on: first_token``: a non-streamed request is streamed from the upstream and
+    # assembled; the deadline is its first token's, and ``stall_s`` bounds each pause after it.
+    first_token: bool = False
+    stall_s: float | None = None
 
 
 class DeferredRunner:
@@ -147,17 +125,24 @@ class DeferredRunner:
 
     # -- non-streamed ----------------------------------------------------------------------
     async def complete(
-        self, request: ChatRequest, record: RequestRecord, key: str, call: CompleteCall
+        self,
+        request: ChatRequest,
+        record: RequestRecord,
+        key: str,
+        call: CompleteCall,
+        open_stream: OpenStream | None = None,
     ) -> ChatResult:
         policy = self._policy(record)
-        shadow = _shadow(record)
+        if policy.first_token and open_stream is not None:
+            return await self._complete_streamed(request, record, key, call, open_stream, policy)
+        shadow = shadow_of(record)
         started = self._clock.now()
         task = asyncio.ensure_future(call(request, shadow, key))
         if await self._in_time(task, policy.deadline_s) or not self._room():
             try:
                 await task  # in time, or no room to keep it running: wait for it as it is
             finally:
-                _copy(shadow, record)
+                copy_record(shadow, record)
             return task.result()
 
         async def body() -> bytes:
@@ -172,15 +157,79 @@ class DeferredRunner:
         await self._shared(shared)
         return result
 
+    async def _complete_streamed(
+        self,
+        request: ChatRequest,
+        record: RequestRecord,
+        key: str,
+        call: CompleteCall,
+        open_stream: OpenStream,
+        policy: DeadlinePolicy,
+    ) -> ChatResult:
+        """``first_token``: the answer is streamed upstream and assembled; it falls back only
+        when its first token misses the deadline, its tokens stop for ``stall_s`` or the
+        stream breaks after it started: a long answer that keeps coming is the normal path."""
+        streamed = dataclasses.replace(
+            request, stream=True, include_usage=True, body={**request.body, "stream": True}
+        )
+        shadow = shadow_of(record)
+        started = self._clock.now()
+        feed = Feed()
+        feed.detach()  # assembled as it comes, for the client or for later delivery
+        producer = asyncio.ensure_future(self._produce(open_stream, streamed, shadow, key, feed))
+        cause = "deadline"
+        try:
+            if await self._progress(feed, producer, policy.deadline_s):
+                cause = "stall"
+                while not producer.done():
+                    if policy.stall_s is None:
+                        await asyncio.wait({producer})
+                    elif not await self._progress(feed, producer, policy.stall_s):
+                        break
+        except asyncio.CancelledError:
+            producer.cancel()
+            raise
+        if producer.done() and broke(producer, feed):
+            cause = "broken"  # after its first token: not retried, so the fallback answers
+        elif producer.done() or not self._room():
+            try:  # done, or no room to keep it running: wait for it as it is
+                body = await self._late_stream(producer, feed, shadow)
+            finally:
+                copy_record(shadow, record)
+            usage = shadow.usage
+            assert usage is not None, "the relay settles every stream it opened"
+            return ChatResult(body, usage)
+        shared = self._adopt(self._late_stream(producer, feed, shadow), shadow, started)
+        self._mark(record, policy, cause)
+        try:
+            result = await call(request, record, key, cache=False)
+        finally:
+            record.fallback = "timeout"  # the dispatcher notes its own choice of channel
+        await self._shared(shared)
+        return result
+
+    async def _progress(self, feed: Feed, producer: asyncio.Future[None], limit_s: float) -> bool:
+        """Wait up to ``limit_s`` for the stream's next event or its end: did one come?"""
+        feed.moved.clear()
+        moved = asyncio.ensure_future(feed.moved.wait())
+        timer: asyncio.Future[Any] = asyncio.ensure_future(self._clock.sleep(limit_s))
+        waiters: set[asyncio.Future[Any]] = {moved, producer, timer}
+        try:
+            await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            moved.cancel()
+            timer.cancel()
+        return feed.moved.is_set() or producer.done()
+
     # -- streamed --------------------------------------------------------------------------
     @asynccontextmanager
     async def stream(
         self, request: ChatRequest, record: RequestRecord, key: str, open_stream: OpenStream
     ) -> AsyncIterator[AsyncIterator[bytes]]:
         policy = self._policy(record)
-        shadow = _shadow(record)
+        shadow = shadow_of(record)
         started = self._clock.now()
-        feed = _Feed()
+        feed = Feed()
         producer = asyncio.ensure_future(self._produce(open_stream, request, shadow, key, feed))
         first = asyncio.ensure_future(feed.queue.get())
         try:
@@ -206,16 +255,16 @@ class DeferredRunner:
                 record.fallback = "timeout"
             return
         head = first.result()
-        _copy(shadow, record)  # the route, channel and retries it took: the response headers
+        copy_record(shadow, record)  # the route, channel and retries it took: the response headers
         if isinstance(head, BaseException):
             raise head
         try:
-            yield _relay(head, feed, shadow, record)
+            yield relay(head, feed, shadow, record)
         finally:
             if not producer.done():
                 producer.cancel()
             await asyncio.gather(producer, return_exceptions=True)
-            _copy(shadow, record)  # the relay's own copy does not run if the client hung up
+            copy_record(shadow, record)  # the relay's own copy does not run if the client hung up
 
     async def _produce(
         self,
@@ -223,7 +272,7 @@ class DeferredRunner:
         request: ChatRequest,
         shadow: RequestRecord,
         key: str,
-        feed: _Feed,
+        feed: Feed,
     ) -> None:
         try:
             async with open_stream(request, shadow, key) as events:
@@ -236,10 +285,10 @@ class DeferredRunner:
             if feed.assembler is not None:
                 raise  # detached: the background owner records the failure
             return
-        feed.put(_END)
+        feed.put(END)
 
     async def _late_stream(
-        self, producer: asyncio.Future[None], feed: _Feed, shadow: RequestRecord
+        self, producer: asyncio.Future[None], feed: Feed, shadow: RequestRecord
     ) -> bytes:
         await producer
         assembler = feed.assembler
@@ -335,11 +384,11 @@ class DeferredRunner:
         if write is not None:
             await self._in_time(asyncio.ensure_future(write), PUBLISH_WAIT_S)
 
-    def _mark(self, record: RequestRecord, policy: DeadlinePolicy) -> None:
+    def _mark(self, record: RequestRecord, policy: DeadlinePolicy, cause: str = "deadline") -> None:
         route = record.route
         assert route is not None
         record.route = RouteDecision(
-            policy.fallback_lane, policy.fallback_channel, f"deadline:{route.lane}"
+            policy.fallback_lane, policy.fallback_channel, f"{cause}:{route.lane}"
         )
         record.fallback = "timeout"
         record.extra["result_url"] = result_url(record.request_id)
@@ -348,27 +397,3 @@ class DeferredRunner:
     def _count(self, lane: str, outcome: str) -> None:
         for listener in self._listeners:
             listener.deferred(lane, outcome)
-
-
-async def _relay(
-    head: _Item, feed: _Feed, shadow: RequestRecord, record: RequestRecord
-) -> AsyncIterator[bytes]:
-    """The shadow stream, to a client that got its first byte in time."""
-    item = head
-    try:
-        while not isinstance(item, _End):
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-            item = await feed.queue.get()
-    finally:
-        _copy(shadow, record)
-
-
-def _shadow(record: RequestRecord) -> RequestRecord:
-    return dataclasses.replace(record, extra=dict(record.extra))
-
-
-def _copy(source: RequestRecord, target: RequestRecord) -> None:
-    for field in dataclasses.fields(RequestRecord):
-        setattr(target, field.name, getattr(source, field.name))

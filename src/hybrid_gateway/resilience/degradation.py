@@ -76,7 +76,11 @@ class Degradation:
         )
         policies = {
             name: DeadlinePolicy(
-                lane.deadline_s, lane.fallback_lane, lanes[lane.fallback_lane].channel
+                lane.deadline_s,
+                lane.fallback_lane,
+                lanes[lane.fallback_lane].channel,
+                first_token=lane.deadline_on == "first_token",
+                stall_s=lane.stall_s,
             )
             for name, lane in lanes.items()
             if lane.deadline_s is not None and lane.fallback_lane is not None

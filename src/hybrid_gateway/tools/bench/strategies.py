@@ -166,8 +166,8 @@ STRATEGY_NOTES: Mapping[str, str] = {
     "hybrid-cache": "the base config's routing rules + exact cache; no retries or breakers",
     "full": "examples/gateway-full.yaml: rules, calibrated classifier (static cascade) and "
     "gates, exact + semantic cache (static cascade, write-behind), lane queues, retries, "
-    "breakers + backup, heavy deadline fallback, shedding, replica pools, upstream profiles, "
-    "audits (marks judge) + learned cache threshold",
+    "breakers + backup, heavy deadline fallback (on the first token), shedding, replica "
+    "pools, upstream profiles, audits (marks judge) + learned cache threshold",
     "full-no-classifier": "full without the classifier (unruled requests go to the default lane)",
     "full-no-semantic": "full without the semantic cache (exact cache only)",
     "full-no-degrade": "full without retries, breakers + backup, deadline fallback and shedding",
@@ -204,7 +204,14 @@ def _no_degradation(config: JsonDict) -> None:
     for name in ("retry", "breaker", "shedding"):
         resilience[name] = {**(resilience.get(name) or {}), "enabled": False}
     for lane in config.get("lanes", {}).values():
-        for key in ("backup", "retry_on_backup", "deadline_s", "fallback_lane"):
+        for key in (
+            "backup",
+            "retry_on_backup",
+            "deadline_s",
+            "fallback_lane",
+            "deadline_on",
+            "stall_s",
+        ):
             lane.pop(key, None)
 
 
