@@ -146,6 +146,22 @@ def test_impossible_mix_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture
     assert "--zh-share" in capsys.readouterr().err
 
 
+def test_exclude_leaves_out_every_question_another_workload_asks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    calibration, measured = tmp_path / "cal.jsonl", tmp_path / "measured.jsonl"
+    assert run_build(calibration, "--seed", "8") == 0
+    asked = {text_of(item) for item in read_workload(calibration)}
+    assert run_build(measured, "--exclude", str(calibration)) == 0
+    kept = read_workload(measured)
+    left_out = read_meta(measured)["excluded"]["items"]
+    assert left_out > 0 and len(kept) == 300 - left_out  # the pools overlap: some were asked
+    assert not asked & {text_of(item) for item in kept}
+    assert f"({left_out} left out: asked in --exclude)" in capsys.readouterr().out
+    assert run_build(measured, "--exclude", str(tmp_path / "none.jsonl")) == 2
+    assert "none.jsonl" in capsys.readouterr().err
+
+
 def test_missing_data_dir_exits_2_naming_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -174,18 +174,17 @@ class DeferredRunner:
         )
         shadow = shadow_of(record)
         started = self._clock.now()
-        feed = Feed()
+        feed = Feed(self._clock.now)
         feed.detach()  # assembled as it comes, for the client or for later delivery
         producer = asyncio.ensure_future(self._produce(open_stream, streamed, shadow, key, feed))
         cause = "deadline"
         try:
-            if await self._progress(feed, producer, policy.deadline_s):
+            if await self._first_event(feed, producer, policy.deadline_s):
                 cause = "stall"
-                while not producer.done():
-                    if policy.stall_s is None:
-                        await asyncio.wait({producer})
-                    elif not await self._progress(feed, producer, policy.stall_s):
-                        break
+                if policy.stall_s is None:
+                    await asyncio.wait({producer})
+                else:
+                    await self._until_stall(feed, producer, policy.stall_s)
         except asyncio.CancelledError:
             producer.cancel()
             raise
@@ -208,18 +207,30 @@ class DeferredRunner:
         await self._shared(shared)
         return result
 
-    async def _progress(self, feed: Feed, producer: asyncio.Future[None], limit_s: float) -> bool:
-        """Wait up to ``limit_s`` for the stream's next event or its end: did one come?"""
-        feed.moved.clear()
-        moved = asyncio.ensure_future(feed.moved.wait())
+    async def _first_event(
+        self, feed: Feed, producer: asyncio.Future[None], limit_s: float
+    ) -> bool:
+        """Wait up to ``limit_s`` for the stream's first event or its end: did one come?"""
+        first = asyncio.ensure_future(feed.moved.wait())
         timer: asyncio.Future[Any] = asyncio.ensure_future(self._clock.sleep(limit_s))
-        waiters: set[asyncio.Future[Any]] = {moved, producer, timer}
+        waiters: set[asyncio.Future[Any]] = {first, producer, timer}
         try:
             await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            moved.cancel()
+            first.cancel()
             timer.cancel()
         return feed.moved.is_set() or producer.done()
+
+    async def _until_stall(
+        self, feed: Feed, producer: asyncio.Future[None], stall_s: float
+    ) -> None:
+        """Wait for the stream's end, or until no event has come for ``stall_s``.  It wakes
+        once per ``stall_s`` at most, not once per token."""
+        while not producer.done():
+            quiet_s = self._clock.now() - feed.last_at
+            if quiet_s >= stall_s:
+                return
+            await self._in_time(producer, stall_s - quiet_s)
 
     # -- streamed --------------------------------------------------------------------------
     @asynccontextmanager

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 from hybrid_gateway.errors import GatewayError
 from hybrid_gateway.pipeline.streaming import StreamAssembler
@@ -29,19 +29,28 @@ Item = bytes | BaseException | End
 class Feed:
     """Events from the shadow stream: queued for the client, or assembled once detached."""
 
-    def __init__(self) -> None:
+    def __init__(self, now: Callable[[], float] | None = None) -> None:
         self.queue: asyncio.Queue[Item] = asyncio.Queue()
         self.assembler: StreamAssembler | None = None
         self.error: BaseException | None = None
-        self.moved = asyncio.Event()  # set by each event assembled (first_token's progress)
-        self.started = False
+        # first_token's progress, kept while assembling: set at the first event, and when the
+        # last one came (with ``now``, the runner's clock)
+        self.moved = asyncio.Event()
+        self.last_at = 0.0
+        self._now = now
+
+    @property
+    def started(self) -> bool:
+        return self.moved.is_set()
 
     def put(self, item: Item) -> None:
         if self.assembler is None:
             self.queue.put_nowait(item)
         elif isinstance(item, bytes):
-            self.started = True
-            self.moved.set()
+            if self._now is not None:
+                self.last_at = self._now()
+            if not self.moved.is_set():
+                self.moved.set()
             for line in item.split(b"\n"):
                 if line.startswith(b"data: "):
                     self.assembler.feed(line[6:])

@@ -24,7 +24,7 @@ from .arrivals import ArrivalSpec, parse_arrivals
 from .builder import COMPLEX_SOURCES, KINDS, BuildError, BuildOptions, build
 from .export import configure_export
 from .export import run as run_export
-from .schema import WorkloadItem, write_workload
+from .schema import WorkloadItem, question, read_workload, write_workload
 from .sources import DataMissingError
 
 DATA_RELATIVE = Path("..") / "shared" / "data"
@@ -52,6 +52,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     add("--seed", type=int, default=defaults.seed)
     add("--data", type=Path, help="the shared data directory (default: ../shared/data)")
+    add(
+        "--exclude",
+        type=Path,
+        nargs="*",
+        default=[],
+        help="workloads whose questions to leave out (e.g. the ones a threshold was calibrated "
+        "on): the build keeps fewer than --size items",
+    )
     configure_export(
         actions.add_parser("export", help="a workload's labels as router/cache calibration files")
     )
@@ -76,14 +84,25 @@ def run(args: argparse.Namespace) -> int:
     try:
         data = resolve_data(args.data)
         items = build(options, data)
+        excluded = {question(i) for path in args.exclude for i in read_workload(path)}
     except (DataMissingError, BuildError) as error:
         print(f"workload build: {error}", file=sys.stderr)
         return 2
+    except OSError as error:
+        print(f"workload build: --exclude: {error.filename}: {error.strerror}", file=sys.stderr)
+        return 2
+    built = len(items)
+    items = [item for item in items if question(item) not in excluded]
     summary = summarize(items)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    write_workload(args.out, items, {**options.as_meta(), "summary": summary})
+    meta = {**options.as_meta(), "summary": summary}
+    if args.exclude:
+        paths = [str(path) for path in args.exclude]
+        meta["excluded"] = {"workloads": paths, "items": built - len(items)}
+    write_workload(args.out, items, meta)
     elapsed = time.perf_counter() - started
-    print(f"wrote {len(items)} items to {args.out} in {elapsed:.2f} s")
+    left_out = f" ({built - len(items)} left out: asked in --exclude)" if args.exclude else ""
+    print(f"wrote {len(items)} items to {args.out}{left_out} in {elapsed:.2f} s")
     print(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode())
     return 0
 

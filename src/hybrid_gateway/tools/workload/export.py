@@ -24,7 +24,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .schema import WorkloadItem, read_workload
+from .schema import WorkloadItem, question, read_workload
 
 __all__ = ["ExportCounts", "cache_pairs", "configure_export", "export", "router_rows", "run"]
 
@@ -51,7 +51,7 @@ def configure_export(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     try:
         items = read_workload(args.workload)
-        excluded = {_text(i) for path in args.exclude for i in read_workload(path)}
+        excluded = {question(i) for path in args.exclude for i in read_workload(path)}
         counts = export(items, excluded, args.out_dir)
     except (OSError, ValueError, TypeError, KeyError) as exc:
         print(f"workload export: {exc}", file=sys.stderr)
@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def export(items: Sequence[WorkloadItem], excluded: set[str], out_dir: Path) -> ExportCounts:
-    kept = [item for item in items if _text(item) not in excluded]
+    kept = [item for item in items if question(item) not in excluded]
     rows = router_rows(kept)
     pairs = cache_pairs(kept)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -82,7 +82,7 @@ def router_rows(items: Iterable[WorkloadItem]) -> list[tuple[str, int, int, str]
     rows: dict[str, tuple[str, int, int, str]] = {}
     for item in items:
         lab = item.labels
-        rows.setdefault(_text(item), (_text(item), int(lab.light_ok), int(lab.heavy_ok),
+        rows.setdefault(question(item), (question(item), int(lab.light_ok), int(lab.heavy_ok),
                                       lab.category))  # fmt: skip
     return list(rows.values())
 
@@ -91,19 +91,15 @@ def cache_pairs(items: Sequence[WorkloadItem]) -> list[tuple[str, str, int]]:
     """Paraphrases against their group's first wording (1), traps against their target (0)."""
     first: dict[str, str] = {}
     for item in items:
-        first.setdefault(item.labels.group, _text(item))
+        first.setdefault(item.labels.group, question(item))
     pairs: dict[tuple[str, str], int] = {}
     for item in items:
-        text, lab = _text(item), item.labels
+        text, lab = question(item), item.labels
         if lab.trap_of is not None and lab.trap_of in first:
             pairs.setdefault((first[lab.trap_of], text), 0)
         elif text != first[lab.group]:
             pairs.setdefault((first[lab.group], text), 1)
     return [(a, b, label) for (a, b), label in pairs.items()]
-
-
-def _text(item: WorkloadItem) -> str:
-    return str(item.messages[-1]["content"])
 
 
 def _write(path: Path, header: Sequence[str], rows: Iterable[Sequence[object]]) -> None:

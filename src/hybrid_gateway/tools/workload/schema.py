@@ -65,6 +65,12 @@ class WorkloadItem:
         return cls(messages=messages, labels=labels, **data)
 
 
+def question(item: WorkloadItem) -> str:
+    """The item's question, its last message's text: what calibration files and exclusions
+    key on."""
+    return str(item.messages[-1]["content"])
+
+
 def request_body(item: WorkloadItem, model: str) -> dict[str, Any]:
     """The chat request the gateway receives for ``item``: no labels, no item id."""
     body: dict[str, Any] = {
