@@ -214,6 +214,25 @@ async def test_a_client_that_leaves_cancels_the_upstream_stream() -> None:
     assert heavy.cached == []  # the stream was closed, not finished
 
 
+async def test_n_above_one_keeps_the_answers_deadline() -> None:
+    """A server without native n fans a non-streamed n=2 out; a stream it would refuse."""
+    runner, _, _ = setup()
+    heavy, rec = Heavy(), record()
+    called: list[str] = []
+
+    async def call(
+        request: ChatRequest, record: RequestRecord, key: str, *, cache: bool = True
+    ) -> ChatResult:
+        assert record.route is not None
+        called.append(record.route.lane)
+        record.usage = Usage(3, 8)
+        return ChatResult(b"{}", Usage(3, 8))
+
+    two = ChatRequest("auto", REQUEST.messages, False, False, {"n": 2})
+    assert (await runner.complete(two, rec, "k", call, heavy.open)).body == b"{}"
+    assert called == ["heavy"] and heavy.requests == []
+
+
 def lanes_config(**heavy: Any) -> GatewayConfig:
     return parse_config(
         {

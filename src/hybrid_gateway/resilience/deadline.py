@@ -50,6 +50,7 @@ from hybrid_gateway.types import (
     RequestRecord,
     RouteDecision,
 )
+from hybrid_gateway.upstreams.answers import asked_choices
 
 __all__ = ["DeadlinePolicy", "DeferredListener", "DeferredRunner", "result_url"]
 
@@ -133,7 +134,9 @@ class DeferredRunner:
         open_stream: OpenStream | None = None,
     ) -> ChatResult:
         policy = self._policy(record)
-        if policy.first_token and open_stream is not None:
+        # n > 1 keeps the answer's deadline: a server without native n can fan a
+        # non-streamed request out (upstreams/profiles.py), not a stream
+        if policy.first_token and open_stream is not None and asked_choices(request) == 1:
             return await self._complete_streamed(request, record, key, call, open_stream, policy)
         shadow = shadow_of(record)
         started = self._clock.now()
