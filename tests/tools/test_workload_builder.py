@@ -162,6 +162,30 @@ def test_exclude_leaves_out_every_question_another_workload_asks(
     assert "none.jsonl" in capsys.readouterr().err
 
 
+def test_a_source_that_runs_out_is_noted_with_the_item_where_the_mix_drifts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    small = tmp_path / "small.jsonl"
+    assert run_build(small) == 0
+    assert "exhausted" not in read_meta(small) and "drifts" not in capsys.readouterr().err
+    # every item a fresh Chinese complex question: AlignBench and CMATH hold about 1,400
+    out = tmp_path / "zh.jsonl"
+    code = main(["workload", "build", "--out", str(out), "--data", str(DATA), "--size", "2500",
+                 "--complex-share", "1", "--zh-share", "1", "--repeat-rate", "0",
+                 "--trap-rate", "0"])  # fmt: skip
+    assert code == 0
+    exhausted = read_meta(out)["exhausted"]
+    assert {"alignbench", "cmath"} <= set(exhausted)
+    items = read_workload(out)
+    at = max(exhausted["alignbench"], exhausted["cmath"])
+    assert 1 < at < 2500
+    before = {item.labels.source for item in items[: at - 1]}
+    after = {item.labels.source for item in items[at:]}
+    assert {"alignbench", "cmath"} <= before and not after & {"alignbench", "cmath"}
+    err = capsys.readouterr().err
+    assert "the mix drifts: ran out of" in err and f"cmath at item w{exhausted['cmath']:06d}" in err
+
+
 def test_missing_data_dir_exits_2_naming_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -165,6 +165,10 @@ class _Library:
         self._data = data
         self._stratify = stratify
         self._decks: dict[tuple[str, str], _Deck] = {}
+        # Where the mix starts to drift: the item (1-based) at which a source ("cmath"), or
+        # the part of one that a draw preferred ("mmlu/light_fails"), was first found empty.
+        self.exhausted: dict[str, int] = {}
+        self.at = 0  # the item being filled
 
     def draw(
         self, weights: Mapping[str, float], rng: random.Random, p_same: float
@@ -177,6 +181,9 @@ class _Library:
                 card = self._deck(name, part).draw(rng)
                 if card is not None:
                     return card
+                if part != "all":
+                    self.exhausted.setdefault(f"{name}/{part}", self.at)
+            self.exhausted.setdefault(name, self.at)
             names.remove(name)
         return None
 
@@ -340,6 +347,15 @@ def _labels(prompt: Prompt, group: str, trap_of: str | None = None) -> Labels:
 
 def build(options: BuildOptions, data: Path) -> list[WorkloadItem]:
     """The workload for ``options`` from the data in ``data``: same options, same items."""
+    return build_noting_drift(options, data)[0]
+
+
+def build_noting_drift(
+    options: BuildOptions, data: Path
+) -> tuple[list[WorkloadItem], dict[str, int]]:
+    """``build``, and where the mix drifts: each source (or preferred part of one) that ran
+    out, with the item at which it did.  After that item its draws go to the pool's other
+    sources, so a later stretch of the workload has another mix than an earlier one."""
     options.validate()
     seed = options.seed
     slots = plan_slots(options, random.Random(f"{seed}:plan"))
@@ -348,7 +364,7 @@ def build(options: BuildOptions, data: Path) -> list[WorkloadItem]:
     composer.remaining.update(slot.kind for slot in slots)
     questions = [_fill(slots, index, composer) for index in range(len(slots))]
     arrivals = make_arrivals(options.arrivals, options.size, random.Random(f"{seed}:arrive"), data)
-    return _items(options, questions, arrivals, data)
+    return _items(options, questions, arrivals, data), dict(library.exhausted)
 
 
 def _items(
@@ -385,6 +401,7 @@ def _items(
 def _fill(slots: list[Slot], index: int, composer: _Composer) -> tuple[str, Labels, int]:
     """Fill ``slots[index]``; a slot with nothing to refer to yet swaps with a later fresh one."""
     slot = slots[index]
+    composer.library.at = index + 1
     made = composer.make(slot)
     if made is None and slot.kind != FRESH:
         fresh = Slot(slot.complex_pool, FRESH)

@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 
 from .arrivals import ArrivalSpec, parse_arrivals
-from .builder import COMPLEX_SOURCES, KINDS, BuildError, BuildOptions, build
+from .builder import COMPLEX_SOURCES, KINDS, BuildError, BuildOptions, build_noting_drift
 from .export import configure_export
 from .export import run as run_export
 from .schema import WorkloadItem, question, read_workload, write_workload
@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     try:
         data = resolve_data(args.data)
-        items = build(options, data)
+        items, exhausted = build_noting_drift(options, data)
         excluded = {question(i) for path in args.exclude for i in read_workload(path)}
     except (DataMissingError, BuildError) as error:
         print(f"workload build: {error}", file=sys.stderr)
@@ -96,6 +96,8 @@ def run(args: argparse.Namespace) -> int:
     summary = summarize(items)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     meta = {**options.as_meta(), "summary": summary}
+    if exhausted:
+        meta["exhausted"] = exhausted
     if args.exclude:
         paths = [str(path) for path in args.exclude]
         meta["excluded"] = {"workloads": paths, "items": built - len(items)}
@@ -103,6 +105,13 @@ def run(args: argparse.Namespace) -> int:
     elapsed = time.perf_counter() - started
     left_out = f" ({built - len(items)} left out: asked in --exclude)" if args.exclude else ""
     print(f"wrote {len(items)} items to {args.out}{left_out} in {elapsed:.2f} s")
+    if exhausted:
+        ran_out = ", ".join(f"{name} at item w{at:06d}" for name, at in exhausted.items())
+        print(
+            f"workload build: note: the mix drifts: ran out of {ran_out}; after each, its "
+            "draws go to the pool's other sources (docs/workload.md)",
+            file=sys.stderr,
+        )
     print(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode())
     return 0
 
