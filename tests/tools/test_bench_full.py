@@ -8,31 +8,21 @@ carries every figure issue 21 asks for, with consistent arithmetic, not what the
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
 from hybrid_gateway.tools.bench.verdict import ISSUE_GOALS, PROJECT_X
-from hybrid_gateway.tools.processes import child_env, python_module_argv
-from tests.tools.test_bench_run import EXAMPLE, tiny_workload
+from tests.tools.test_bench_run import bench_cli
 
 COUNT_KEYS = {"served_without_heavy", "hits_by_kind", "fallbacks", "late_deliveries",
               "late_failed", "late_cost_usd", "audits", "audit_cost_usd"}  # fmt: skip
 
 
 def run_bench(tmp_path: Path, *extra: str) -> dict[str, Any]:
-    workload = tmp_path / "w.jsonl"
-    tiny_workload(workload)
-    out = tmp_path / "out"
-    argv = python_module_argv(
-        "hybrid_gateway.cli", "bench", "run", "--workload", str(workload),
-        "--concurrency", "4", "--duration", "2", "--warmup", "0",
-        "--base-config", str(EXAMPLE), "--out", str(out), "--startup-timeout", "90", *extra,
+    _, out = bench_cli(
+        tmp_path, "--concurrency", "4", "--duration", "2", "--warmup", "0",
+        "--startup-timeout", "90", *extra, timeout_s=400,
     )  # fmt: skip
-    done = subprocess.run(
-        argv, capture_output=True, text=True, timeout=400, env=child_env(), check=False
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
     [json_path] = out.glob("bench-*.json")
     files = [p for p in out.glob(json_path.stem + "*") if p.is_file()]
     suffixes = sorted(p.name[len(json_path.stem) :] for p in files)

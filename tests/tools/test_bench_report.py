@@ -37,7 +37,7 @@ STAGE_KEYS = {
     "success_rate", "quality_rate", "cache_hit_rate", "false_hit_rate", "cost_usd",
     "cost_per_1k_usd", "relative_cost", "counts", "gateway_cpu_ms_per_request",
     "gateway_rss_mib_max", "lanes", "complexity", "loadgen", "results_file", "workload_passes",
-    "resent_share", "first_send_cache_hit_rate", "project_x", "project_x_counts",
+    "resent_share", "first_send_cache_hit_rate", "item_range", "project_x", "project_x_counts",
 }  # fmt: skip
 
 
@@ -117,6 +117,31 @@ def test_resent_items_are_flagged() -> None:
     assert r["resent_share"] == 0.5
     assert r["cache_hit_rate"] == 1.0 and r["first_send_cache_hit_rate"] == 1.0
     assert any(note.startswith("WARNING: up to 50%") for note in rep["notes"])
+
+
+def stretch(strategy: str, first: int) -> StageRun:
+    """A stage that sent items w{first} .. w{first + 3}."""
+    run = stage(strategy, 4, 0.002, "heavy")
+    moved = [dataclasses.replace(r, item=f"w{first + n:06d}") for n, r in enumerate(run.results)]
+    return dataclasses.replace(run, results=moved)
+
+
+def test_strategies_that_replayed_different_stretches_are_flagged() -> None:
+    labels = {f"w{n:06d}": LABELS["i0"] for n in range(1, 200)}
+    apart = build_report(info(), [stretch("heavy-only", 1), stretch("full", 101)], labels)
+    assert apart["results"][1]["item_range"] == ["w000101", "w000104"]
+    [note] = [n for n in apart["notes"] if "different stretches" in n]
+    assert "at stage c4" in note and "heavy-only w000001-w000004, full w000101-w000104" in note
+    same = build_report(info(), [stretch("heavy-only", 1), stretch("full", 2)], labels)
+    assert not any("different stretches" in n for n in same["notes"])
+
+
+def test_a_workload_whose_mix_drifts_is_noted() -> None:
+    drifting = dataclasses.replace(
+        info(), workload={**info().workload, "meta": {"exhausted": {"cmath": 6011}}}
+    )
+    rep = build_report(drifting, [stage("heavy-only", 4, 0.002, "heavy")], LABELS)
+    assert any("ran out of cmath at item w006011" in note for note in rep["notes"])
 
 
 def test_markdown_has_the_seed_table() -> None:

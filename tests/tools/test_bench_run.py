@@ -2,14 +2,27 @@
 
 from __future__ import annotations
 
+import argparse
+import itertools
 import json
 import subprocess
 from pathlib import Path
 
 from hybrid_gateway.tools.bench.results import RequestResult
-from hybrid_gateway.tools.bench.stages import first_sends
+from hybrid_gateway.tools.bench.stages import (
+    StageSpec,
+    Stretch,
+    aligned_stretches,
+    first_sends,
+    loadgen_args,
+)
 from hybrid_gateway.tools.processes import child_env, python_module_argv
-from hybrid_gateway.tools.workload.schema import Labels, WorkloadItem, write_workload
+from hybrid_gateway.tools.workload.schema import (
+    Labels,
+    WorkloadItem,
+    read_workload,
+    write_workload,
+)
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "gateway.yaml"
 QUESTIONS = (
@@ -50,20 +63,29 @@ def tiny_workload(path: Path) -> None:
     write_workload(path, items, {"kind": "test", "seed": 0})
 
 
-def test_bench_run_short(tmp_path: Path) -> None:
+def bench_cli(
+    tmp_path: Path, *extra: str, timeout_s: float = 240
+) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """`bench run` on the tiny workload (written to ``tmp_path``); returns the report folder."""
     workload = tmp_path / "w.jsonl"
     tiny_workload(workload)
     out = tmp_path / "out"
     argv = python_module_argv(
         "hybrid_gateway.cli", "bench", "run", "--workload", str(workload),
-        "--strategies", "heavy-only,hybrid-cache", "--concurrency", "4", "--duration", "2",
-        "--warmup", "0", "--base-config", str(EXAMPLE), "--out", str(out),
-        "--startup-timeout", "60",
+        "--base-config", str(EXAMPLE), "--out", str(out), *extra,
     )  # fmt: skip
     done = subprocess.run(
-        argv, capture_output=True, text=True, timeout=240, env=child_env(), check=False
+        argv, capture_output=True, text=True, timeout=timeout_s, env=child_env(), check=False
     )
     assert done.returncode == 0, done.stderr[-3000:]
+    return done, out
+
+
+def test_bench_run_short(tmp_path: Path) -> None:
+    done, out = bench_cli(
+        tmp_path, "--strategies", "heavy-only,hybrid-cache", "--concurrency", "4",
+        "--duration", "2", "--warmup", "0", "--startup-timeout", "60",
+    )  # fmt: skip
     assert "| strategy | p50 | p95 |" in done.stdout
     [json_path] = out.glob("bench-*.json")
     files = [p for p in out.glob(json_path.stem + "*") if p.is_file()]
@@ -89,6 +111,31 @@ def test_bench_run_short(tmp_path: Path) -> None:
     assert list(heavy["lanes"]) == ["heavy"]
 
 
+def test_capped_stages_replay_the_same_stretch_for_each_strategy(tmp_path: Path) -> None:
+    """--max-requests 6, 1 s warm-up of 2 s stages: warm-up cap 3, stride 9 (30 items)."""
+    _, out = bench_cli(
+        tmp_path, "--strategies", "heavy-only,hybrid-cache", "--concurrency", "2,3",
+        "--duration", "2", "--warmup", "1", "--max-requests", "6", "--startup-timeout", "60",
+        "--no-plots",
+    )  # fmt: skip
+    workload = tmp_path / "w.jsonl"
+    [json_path] = out.glob("bench-*.json")
+    report = json.loads(json_path.read_text())
+    order = [item.id for item in read_workload(workload)]
+
+    def positions(path: Path) -> list[int]:
+        return [order.index(json.loads(line)["item"]) for line in path.read_text().splitlines()]
+
+    for row in report["results"]:
+        stage = {"c2": 0, "c3": 1}[row["stage"]]
+        measured = Path(row["results_file"])
+        assert row["requests"] > 0 and row["item_range"] is not None
+        assert all(9 * stage + 3 <= i < 9 * stage + 9 for i in positions(measured))
+        warm = positions(measured.with_name(f"{row['stage']}-warmup.jsonl"))
+        assert warm and all(9 * stage <= i < 9 * stage + 3 for i in warm)
+    assert not any("different stretches" in note for note in report["notes"])
+
+
 def test_first_sends_in_send_order() -> None:
     def sent_at(item: str, start: float) -> RequestResult:
         return RequestResult(
@@ -101,3 +148,41 @@ def test_first_sends_in_send_order() -> None:
     results = [sent_at("b", 2.0), sent_at("a", 0.5), sent_at("b", 1.0), sent_at("c", 3.0)]
     assert first_sends(results, seen) == (False, False, True, True)
     assert seen == {"a", "b", "c"}
+
+
+def stage_args(**given: object) -> argparse.Namespace:
+    values: dict[str, object] = {"max_requests": 4700, "warmup": 10.0, "duration": 180.0}
+    values.update(given)
+    return argparse.Namespace(**values)
+
+
+def test_every_strategys_stage_replays_the_same_stretch_when_capped() -> None:
+    # warm-up cap W = ceil(4700 * 10 / 180) = 262; stride 4,962
+    stretches = aligned_stretches(stage_args(), stages=4, items=21788)
+    assert stretches == [
+        Stretch(0, 262, 262),
+        Stretch(4962, 262, 5224),
+        Stretch(9924, 262, 10186),
+        Stretch(14886, 262, 15148),
+    ]
+    # each stretch (warm-up + measured) ends before the next one starts: nothing re-sent
+    assert stretches is not None
+    for this, after in itertools.pairwise(stretches):
+        assert this.start + 4700 <= after.warmup_start
+    unwarmed = aligned_stretches(stage_args(warmup=0.0), 2, 100 * 4700)
+    assert unwarmed is not None and unwarmed[1] == Stretch(4700, 0, 4700)
+
+
+def test_without_a_cap_or_items_enough_stages_continue_as_before() -> None:
+    assert aligned_stretches(stage_args(max_requests=None), stages=4, items=10**6) is None
+    assert aligned_stretches(stage_args(), stages=4, items=4 * 4962 - 1) is None
+
+
+def test_an_aligned_warm_up_has_its_own_cap() -> None:
+    spec = StageSpec("c20", 20, "closed")
+    args = argparse.Namespace(max_requests=4700, time_scale=1.0)
+    argv = loadgen_args(args, Path("w.jsonl"), "http://127.0.0.1:1", spec, 10.0, 4962, 262)
+    assert argv[argv.index("--start-offset") + 1] == "4962"
+    assert argv[argv.index("--max-requests") + 1] == "262"
+    measured = loadgen_args(args, Path("w.jsonl"), "http://127.0.0.1:1", spec, 180.0, 5224)
+    assert measured[measured.index("--max-requests") + 1] == "4700"

@@ -213,7 +213,12 @@ def build_report(
         "table_stages": _table_stages(results),
         "goal": _goal(results),
         "reference": list(REFERENCE),
-        "notes": [*_default_notes(), *_wrap_notes(results), *info.notes],
+        "notes": [
+            *_default_notes(),
+            *_wrap_notes(results),
+            *_stretch_notes(results, info.workload),
+            *info.notes,
+        ],
     }
     report["markdown_table"] = "\n".join(strategy_tables(report))
     return report
@@ -295,9 +300,11 @@ def _resent(stage: StageRun) -> JsonDict:
     first = list(stage.first_send) or [True] * len(stage.results)
     fresh = [r for r, f in zip(stage.results, first, strict=True) if f]
     hits = sum(1 for r in fresh if is_cache_hit(r))
+    ids = sorted(r.item for r in stage.results)
     return {
         "resent_share": _round(ratio(len(first) - len(fresh), len(first)), 4),
         "first_send_cache_hit_rate": _round(ratio(hits, len(fresh)), 4),
+        "item_range": [ids[0], ids[-1]] if ids else None,  # the stretch of the workload sent
     }
 
 
@@ -313,6 +320,52 @@ def _wrap_notes(results: Sequence[JsonDict]) -> list[str]:
         "workload's own repeats). Use a larger workload (--size), a shorter --duration or "
         "--max-requests for cache figures that reflect the workload alone."
     ]
+
+
+def _stretch_notes(results: Sequence[JsonDict], workload: JsonDict) -> list[str]:
+    """Where strategies replayed different stretches of one stage, and where the mix drifts."""
+    notes: list[str] = []
+    exhausted = (workload.get("meta") or {}).get("exhausted") or {}
+    if exhausted:
+        ran_out = ", ".join(f"{name} at item w{at:06d}" for name, at in exhausted.items())
+        notes.append(
+            f"The workload's mix drifts: it ran out of {ran_out} (workload build), so a later "
+            "stretch of it has another mix than an earlier one."
+        )
+    by_stage: dict[str, list[JsonDict]] = {}
+    for r in results:
+        if r.get("item_range"):
+            by_stage.setdefault(str(r["stage"]), []).append(r)
+    for stage, rows in by_stage.items():
+        spans = [span for r in rows if (span := _span(r["item_range"])) is not None]
+        if len(spans) < 2 or len(spans) < len(rows):
+            continue
+        if min(_overlap(spans[0], span) for span in spans[1:]) < 0.5:
+            stretches = ", ".join(
+                f"{r['strategy']} {r['item_range'][0]}-{r['item_range'][1]}" for r in rows
+            )
+            notes.append(
+                f"WARNING: at stage {stage} the strategies replayed different stretches of the "
+                f"workload ({stretches}): each continues where its own previous stage stopped. "
+                "Where the mix drifts, figures that depend on it (quality, p95) are not "
+                "comparable across them; `--mode open` alone gives every strategy the same "
+                "requests."
+            )
+    return notes
+
+
+def _span(item_range: Sequence[str]) -> tuple[int, int] | None:
+    """Item ids ``w000123`` as numbers (None for ids of another form)."""
+    try:
+        return int(item_range[0].lstrip("w")), int(item_range[1].lstrip("w"))
+    except ValueError:
+        return None
+
+
+def _overlap(a: tuple[int, int], b: tuple[int, int]) -> float:
+    """The share of the shorter stretch that the other one covers."""
+    shared = min(a[1], b[1]) - max(a[0], b[0]) + 1
+    return max(shared, 0) / max(1, min(a[1] - a[0], b[1] - b[0]) + 1)
 
 
 def write_report(report: JsonDict, out_dir: Path, stamp: datetime, plots: bool) -> list[Path]:

@@ -45,6 +45,7 @@ from hybrid_gateway.tools.bench.stages import (
     BASELINE,
     BenchError,
     Replay,
+    aligned_stretches,
     run_stage,
     stage_specs,
     sustained_rate,
@@ -74,6 +75,7 @@ class Plan:
     base: Mapping[str, Any]
     models: Mapping[str, str]  # lane -> the model name its channel asks for
     profiles: Mapping[str, str]  # lane -> the emulator profile that plays it
+    items: int = 0  # the workload's length
 
 
 def lane_profiles(profile: str) -> dict[str, str]:
@@ -131,7 +133,8 @@ def _plan(args: argparse.Namespace, run_dir: Path) -> Plan:
     profiles = lane_profiles(args.profile)
     if args.profile != "default":
         base = widened_channels(base, profiles)
-    return Plan(run_dir, workload.resolve(), base, models, profiles)
+    items = len(read_workload(workload))
+    return Plan(run_dir, workload.resolve(), base, models, profiles, items)
 
 
 def widened_channels(base: Mapping[str, Any], profiles: Mapping[str, str]) -> dict[str, Any]:
@@ -267,7 +270,7 @@ def _run_processes(
             ),
         )
         processes = [gateway, *emulators.values()]
-        replay = Replay()
+        replay = Replay(stretches=aligned_stretches(args, len(stage_specs(args)), plan.items))
         stages: list[StageRun] = []
         try:
             for spec in stage_specs(args):

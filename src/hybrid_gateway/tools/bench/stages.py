@@ -58,16 +58,45 @@ class StageSpec:
     rate: float | None = None  # open: requests/s (None: the workload's own arrival times)
 
 
+@dataclass(frozen=True, slots=True)
+class Stretch:
+    """The items one stage replays when every strategy's stage replays the same ones."""
+
+    warmup_start: int
+    warmup_cap: int
+    start: int
+
+
 @dataclass(slots=True)
 class Replay:
     """Where one gateway's replay stands: the next workload item, and the ids already sent.
 
-    Warm-up and stages continue through the workload in order, so a stage re-sends an item only
+    With ``stretches`` (``aligned_stretches``) stage k replays its own fixed stretch.  Without,
+    warm-up and stages continue through the workload in order, so a stage re-sends an item only
     once the whole workload has gone by (counted as ``resent_share`` in the report).
     """
 
     offset: int = 0
     sent: set[str] = field(default_factory=set)
+    stretches: Sequence[Stretch] | None = None
+    stage: int = 0  # stages run so far
+
+
+def aligned_stretches(args: argparse.Namespace, stages: int, items: int) -> list[Stretch] | None:
+    """With ``--max-requests N``, every strategy's stage k replays the same items: its warm-up
+    sends at most W = ceil(N * warmup / duration) of them from k * (N + W), its measured part
+    starts at k * (N + W) + W (a slower strategy sends a shorter prefix of the same stretch).
+    None without a cap, or when the workload holds fewer than stages * (N + W) items: then each
+    stage continues where the strategy's previous one stopped, and strategies whose closed
+    loops ran at different speeds replay different stretches (the report warns)."""
+    cap = args.max_requests
+    if cap is None:
+        return None
+    warm = -(-cap * args.warmup // args.duration) if args.warmup > 0 else 0
+    stride = cap + int(warm)
+    if stages * stride > items:
+        return None
+    return [Stretch(k * stride, int(warm), k * stride + int(warm)) for k in range(stages)]
 
 
 def stage_specs(args: argparse.Namespace) -> list[StageSpec]:
@@ -100,11 +129,18 @@ def run_stage(
     replay: Replay,
 ) -> StageRun:
     sent = replay.sent
+    stretch = replay.stretches[replay.stage] if replay.stretches is not None else None
+    replay.stage += 1
     if args.warmup > 0:
-        warmup = loadgen_args(args, workload, gateway.url, spec, args.warmup, replay.offset)
+        start, cap = (
+            (replay.offset, None) if stretch is None else (stretch.warmup_start, stretch.warmup_cap)
+        )
+        warmup = loadgen_args(args, workload, gateway.url, spec, args.warmup, start, cap)
         warm = folder / f"{spec.label}-warmup.jsonl"
         replay.offset = _loadgen(warmup, warm, args.warmup).get("next_offset", replay.offset)
         sent.update(r.item for r in read_results(warm))
+    if stretch is not None:
+        replay.offset = stretch.start
     out = folder / f"{spec.label}.jsonl"
     measured = loadgen_args(args, workload, gateway.url, spec, args.duration, replay.offset)
     with ProcessSampler(gateway.pid) as sampler:
@@ -145,8 +181,10 @@ def loadgen_args(
     spec: StageSpec,
     duration: float,
     start_offset: int = 0,
+    max_requests: int | None = None,
 ) -> list[str]:
-    """The load generator's command line for one run (warm-up or stage), less ``--out``."""
+    """The load generator's command line for one run (warm-up or stage), less ``--out``;
+    ``max_requests`` replaces ``--max-requests`` (an aligned warm-up's own cap)."""
     argv = [
         "--base-url", f"{url}/v1", "--workload", str(workload), "--model", "auto",
         "--mode", spec.mode, "--duration", f"{duration:g}", "--start-offset", str(start_offset),
@@ -157,8 +195,9 @@ def loadgen_args(
         argv += ["--time-scale", f"{args.time_scale:g}"]
         if spec.rate is not None:
             argv += ["--rate", f"{spec.rate:.6g}"]
-    if args.max_requests is not None:
-        argv += ["--max-requests", str(args.max_requests)]
+    cap = max_requests if max_requests is not None else args.max_requests
+    if cap is not None:
+        argv += ["--max-requests", str(cap)]
     if sys.stderr.isatty():
         argv.append("--progress")
     return argv
