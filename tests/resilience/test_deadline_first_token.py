@@ -91,6 +91,13 @@ async def settle(rounds: int = 30) -> None:
         await asyncio.sleep(0)
 
 
+async def start(runner: DeferredRunner, heavy: Heavy, rec: RequestRecord) -> asyncio.Task[Any]:
+    """The client's non-streamed call, started and waiting on the heavy stream."""
+    task = asyncio.ensure_future(runner.complete(REQUEST, rec, "k", heavy.call, heavy.open))
+    await settle()
+    return task
+
+
 def content(body: bytes) -> str:
     return str(orjson.loads(body)["choices"][0]["message"]["content"])
 
@@ -98,8 +105,7 @@ def content(body: bytes) -> str:
 async def test_a_long_answer_that_keeps_coming_is_the_answer_past_the_deadline() -> None:
     runner, clock, store = setup()
     heavy, rec = Heavy(), record()
-    task = asyncio.ensure_future(runner.complete(REQUEST, rec, "k", heavy.call, heavy.open))
-    await settle()
+    task = await start(runner, heavy, rec)
     await clock.advance(1.5)
     heavy.token("a long")
     for _ in range(6):  # 6 s in all, three times the deadline, never a pause of 1 s
@@ -122,8 +128,7 @@ async def test_a_long_answer_that_keeps_coming_is_the_answer_past_the_deadline()
 async def test_no_first_token_by_the_deadline_falls_back_and_keeps_the_late_answer() -> None:
     runner, clock, store = setup()
     heavy, rec = Heavy(), record()
-    task = asyncio.ensure_future(runner.complete(REQUEST, rec, "k", heavy.call, heavy.open))
-    await settle()
+    task = await start(runner, heavy, rec)
     await clock.advance(1.9)
     await settle()
     assert not task.done()
@@ -142,8 +147,7 @@ async def test_no_first_token_by_the_deadline_falls_back_and_keeps_the_late_answ
 async def test_tokens_that_stop_for_stall_s_fall_back() -> None:
     runner, clock, store = setup(stall_s=1.0)
     heavy, rec = Heavy(), record()
-    task = asyncio.ensure_future(runner.complete(REQUEST, rec, "k", heavy.call, heavy.open))
-    await settle()
+    task = await start(runner, heavy, rec)
     heavy.token("first")
     await settle()
     await clock.advance(0.9)
@@ -163,8 +167,7 @@ async def test_tokens_that_stop_for_stall_s_fall_back() -> None:
 async def test_without_stall_s_a_started_answer_is_waited_for() -> None:
     runner, clock, _ = setup(stall_s=None)
     heavy, rec = Heavy(), record()
-    task = asyncio.ensure_future(runner.complete(REQUEST, rec, "k", heavy.call, heavy.open))
-    await settle()
+    task = await start(runner, heavy, rec)
     heavy.token("first")
     await settle()
     await clock.advance(60)
@@ -178,8 +181,7 @@ async def test_without_stall_s_a_started_answer_is_waited_for() -> None:
 async def test_a_stream_that_breaks_after_its_first_token_is_answered_by_the_fallback() -> None:
     runner, _, store = setup()
     heavy, rec = Heavy(), record()
-    task = asyncio.ensure_future(runner.complete(REQUEST, rec, "k", heavy.call, heavy.open))
-    await settle()
+    task = await start(runner, heavy, rec)
     heavy.token("half")
     heavy.events.put_nowait(
         UpstreamUnavailable("reset", channel="heavy-ch", code="upstream_stream_broken")
@@ -204,8 +206,7 @@ async def test_a_failure_before_the_first_token_raises_as_in_answer_mode() -> No
 async def test_a_client_that_leaves_cancels_the_upstream_stream() -> None:
     runner, _, _ = setup()
     heavy, rec = Heavy(), record()
-    task = asyncio.ensure_future(runner.complete(REQUEST, rec, "k", heavy.call, heavy.open))
-    await settle()
+    task = await start(runner, heavy, rec)
     heavy.token("first")
     await settle()
     task.cancel()

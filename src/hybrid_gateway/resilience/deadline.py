@@ -151,14 +151,7 @@ class DeferredRunner:
         async def body() -> bytes:
             return (await task).body
 
-        shared = self._adopt(body(), shadow, started)
-        self._mark(record, policy)
-        try:
-            result = await call(request, record, key, cache=False)
-        finally:
-            record.fallback = "timeout"  # the dispatcher notes its own choice of channel
-        await self._shared(shared)
-        return result
+        return await self._fall_back(request, record, key, call, body(), shadow, started)
 
     async def _complete_streamed(
         self,
@@ -201,8 +194,23 @@ class DeferredRunner:
             usage = shadow.usage
             assert usage is not None, "the relay settles every stream it opened"
             return ChatResult(body, usage)
-        shared = self._adopt(self._late_stream(producer, feed, shadow), shadow, started)
-        self._mark(record, policy, cause)
+        late = self._late_stream(producer, feed, shadow)
+        return await self._fall_back(request, record, key, call, late, shadow, started, cause)
+
+    async def _fall_back(
+        self,
+        request: ChatRequest,
+        record: RequestRecord,
+        key: str,
+        call: CompleteCall,
+        late: Awaitable[bytes],
+        shadow: RequestRecord,
+        started: float,
+        cause: str = "deadline",
+    ) -> ChatResult:
+        """Keep the slow answer running for later delivery; answer from the fallback lane now."""
+        shared = self._adopt(late, shadow, started)
+        self._mark(record, self._policy(shadow), cause)
         try:
             result = await call(request, record, key, cache=False)
         finally:
