@@ -130,10 +130,12 @@ def test_capped_stages_replay_the_same_stretch_for_each_strategy(tmp_path: Path)
         stage = {"c2": 0, "c3": 1}[row["stage"]]
         measured = Path(row["results_file"])
         assert row["requests"] > 0 and row["item_range"] is not None
-        assert all(9 * stage + 3 <= i < 9 * stage + 9 for i in positions(measured))
+        sent = positions(measured)
+        assert min(sent) == 9 * stage + 3 and max(sent) < 9 * stage + 9  # its own stretch
         warm = positions(measured.with_name(f"{row['stage']}-warmup.jsonl"))
         assert warm and all(9 * stage <= i < 9 * stage + 3 for i in warm)
-    assert not any("different stretches" in note for note in report["notes"])
+    # (the report's stretch warning reads w000123-style ids; these are q-ids: the unit tests in
+    # test_bench_report.py check it)
 
 
 def test_first_sends_in_send_order() -> None:
