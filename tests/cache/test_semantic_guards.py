@@ -21,6 +21,18 @@ TRAPS = [
     ("entities", "微信怎么绑定QQ", "微信怎么绑定Gmail"),
     ("antonyms", "良药苦口利于病的下一句", "良药苦口利于病的上一句"),
     ("antonyms", "How do I upload a file?", "How do I download a file?"),
+    ("order", "长时间以来你都很喜欢我", "长时间以来我都很喜欢你"),
+    ("order", "浅绿色裤子配什么颜色鞋子", "浅绿色的鞋子配什么颜色的裤子"),
+    (
+        "order",
+        "Can data science graduates apply for psychology?",
+        "Can psychology graduates apply for data science?",
+    ),
+    (
+        "order",
+        "What do Indians find most annoying in foreigners?",
+        "What do foreigners find most annoying about Indians?",
+    ),
 ]
 
 SAME = [
@@ -33,6 +45,12 @@ SAME = [
     ("How do I reset my password?", "How can I reset my password"),
     ("What is the best way to learn Python?", "How should I learn Python?"),
     ("QQ怎么改名", "qq如何改名字"),
+    # a clause moved to the front is not a swap: nothing stays between the two parts
+    ("Can I join the army if I wear glasses?", "If I wear glasses, can I join the army?"),
+    (
+        "What is the difference between apples and oranges?",
+        "What is the difference between oranges and apples?",
+    ),
 ]
 
 
@@ -61,3 +79,27 @@ def test_number_and_negation_extraction() -> None:
     assert numbers("version 1.5, twenty users") == frozenset({"1.5", "20"})
     assert negations("不是不可以") % 2 == 0
     assert negations("I don't know") == 1
+
+
+@pytest.mark.parametrize(
+    ("seq", "swap"),
+    [
+        ([2, 1, 0], True),  # Y M X
+        ([0, 1, 7, 3, 4, 5, 6, 2], True),  # P Y M X
+        ([4, 2, 3, 0, 1], True),  # Y M XX
+        ([0, 1, 2], False),  # the same order
+        ([1, 0], False),  # two tokens exchanged with nothing between: a clause move
+        ([3, 4, 5, 0, 1, 2], False),  # a block moved (rotation)
+        ([2, 0, 1], False),
+        ([1, 3, 0, 2], False),  # shuffled, not a swap
+    ],
+)
+def test_swap_shape(seq: list[int], swap: bool) -> None:
+    from hybrid_gateway.cache.semantic.guards import _is_swap
+
+    assert _is_swap(seq) is swap
+
+
+def test_order_needs_most_words_shared() -> None:
+    # few shared words: not judged (the other guards and the threshold decide)
+    assert check("我爱北京", "北京爱我们大家一起去玩吧好不好", ("order",)).ok

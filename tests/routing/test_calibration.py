@@ -55,3 +55,25 @@ def test_curve_is_monotone_in_heavy_share() -> None:
     curve = calibrate(p, weak, strong, cats, floor=0.99, light_cost=0.1).curve
     shares = [pt.heavy_share for pt in curve]
     assert shares == sorted(shares, reverse=True)
+
+
+def test_rows_a_rule_decides_stay_where_the_rule_sends_them() -> None:
+    """Through the rules: 10 light-failing prompts a rule sends light cost quality no threshold
+    wins back, 10 the rule sends heavy cost heavy calls at any threshold."""
+    p = np.array([0.9] * 10 + [0.1] * 10 + [0.8] * 10 + [0.3] * 70)
+    weak = np.array([0.0] * 10 + [1.0] * 10 + [0.0] * 10 + [1.0] * 70)
+    strong = np.ones(100)
+    fixed: list[bool | None] = [False] * 10 + [True] * 10 + [None] * 80
+    cats = [""] * 100
+    result = calibrate(p, weak, strong, cats, floor=0.9, light_cost=0.1, fixed=fixed)
+    chosen = result.chosen
+    assert chosen is not None
+    # the 10 rule-light failures stay: 0.9 only with the P=0.8 prompts heavy
+    assert chosen.threshold == pytest.approx(0.8)
+    assert chosen.quality == pytest.approx(0.9)
+    assert chosen.heavy_share == pytest.approx(20 / 100)  # 10 by the rule + 10 by the threshold
+    # a floor above what the rules allow: no threshold
+    assert calibrate(p, weak, strong, cats, floor=0.95, light_cost=0.1, fixed=fixed).chosen is None
+    # the curve's lowest threshold still leaves the rule-light rows light
+    assert min(pt.heavy_share for pt in result.curve) == pytest.approx(0.1)
+    assert max(pt.heavy_share for pt in result.curve) == pytest.approx(0.9)

@@ -72,6 +72,37 @@ def test_train_eval_calibrate(files: dict[str, Path], capsys: pytest.CaptureFixt
     assert (files["config"].parent / "gw.yaml.bak").read_text() == EXAMPLE.read_text()
 
 
+def test_calibrate_through_the_rules(
+    files: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """examples/gateway.yaml's rules send the short questions light before the classifier sees
+    them, the short Chinese proof among them: at most 22 of 24 rows can be right, the summary
+    names the rule that costs the other two, rules.csv has each rule's lane and quality."""
+    cache = ["--embed-cache", str(files["cache"])]
+    if not files["model"].exists():
+        assert main(["router", "train", "--data", str(files["data"]), "--out",
+                     str(files["model"]), *cache]) == 0  # fmt: skip
+    config = files["config"].with_name("through.yaml")
+    config.write_text(EXAMPLE.read_text())
+    out = files["out"].with_name("through")
+    capsys.readouterr()
+    assert main(["router", "calibrate", "--data", str(files["data"]), "--model",
+                 str(files["model"]), "--quality-floor", "0.9", "--config", str(config),
+                 "--out", str(out), "--through-rules", "--dry-run", *cache]) == 0  # fmt: skip
+    printed = capsys.readouterr().out
+    assert "rules decide 14 of 24 questions" in printed
+    assert "rule how-to-keywords -> light: 10 rows, light 100.0%, heavy 100.0%\n" in printed
+    assert "rule short-single-turn -> light: 4 rows, light 50.0%, heavy 100.0% (below" in printed
+    summary = json.loads((out / "calibration.json").read_text())
+    assert 0.9 <= summary["chosen"]["quality"] <= 22 / 24 + 1e-9
+    with (out / "rules.csv").open() as f:
+        table = list(csv.DictReader(f))
+    assert table and {"rule", "lane", "rows", "light_quality", "heavy_quality"} == set(table[0])
+    assert sum(int(r["rows"]) for r in table) <= 24
+    assert all(r["lane"] in {"light", "heavy"} for r in table)
+    assert config.read_text() == EXAMPLE.read_text()  # --dry-run
+
+
 def test_eval_names_a_missing_column(
     files: dict[str, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -11,7 +11,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from hybrid_gateway.tools.bench.verdict import ISSUE_GOALS, PROJECT_X
+from tests.tools.test_bench_learned_router import labelled_sample
 from tests.tools.test_bench_run import bench_cli
 
 COUNT_KEYS = {"served_without_heavy", "hits_by_kind", "fallbacks", "late_deliveries",
@@ -19,9 +22,11 @@ COUNT_KEYS = {"served_without_heavy", "hits_by_kind", "fallbacks", "late_deliver
 
 
 def run_bench(tmp_path: Path, *extra: str) -> dict[str, Any]:
+    labelled_sample(tmp_path / "router-sample.jsonl")  # the full strategies learn their router
     _, out = bench_cli(
         tmp_path, "--concurrency", "4", "--duration", "2", "--warmup", "0",
-        "--startup-timeout", "90", *extra, timeout_s=400,
+        "--startup-timeout", "90", "--router-sample", str(tmp_path / "router-sample.jsonl"),
+        "--router-floor", "0.95", *extra, timeout_s=400,
     )  # fmt: skip
     [json_path] = out.glob("bench-*.json")
     files = [p for p in out.glob(json_path.stem + "*") if p.is_file()]
@@ -65,3 +70,15 @@ def test_full_bench_in_both_arrival_modes(tmp_path: Path) -> None:
     assert (goal["strategy"], goal["stage"]) == ("full", "open")
     assert goal["met"] == all(line["pass"] for line in goal["lines"])
     assert report["settings"]["mode"] == "both" and report["settings"]["rate_per_s"] is None
+    # the router learned before the run: 80 sample questions, none asked by the measured run;
+    # full's gateway routed with it, and the report says so
+    router = report["settings"]["router"]
+    assert (router["rows"], router["left_out"], router["floor"]) == (80, 0, 0.95)
+    assert any("classifier was learned before the run from 80" in n for n in report["notes"])
+    run_dir = Path(report["settings"]["run_dir"])
+    classifier = yaml.safe_load((run_dir / "full" / "gateway.yaml").read_text())["routing"][
+        "classifier"
+    ]
+    assert classifier["model"] == str(run_dir / "router" / "router.npz")
+    assert classifier["threshold"] == router["threshold"]
+    assert classifier["cascade"]["model"] == str(run_dir / "router" / "router-static.npz")

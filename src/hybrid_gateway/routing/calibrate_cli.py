@@ -2,12 +2,20 @@
 
     router calibrate --data FILE --model MODEL.npz --quality-floor 0.95 --config gateway.yaml
     router calibrate --from-log [LOG_OR_CONFIG] --config gateway.yaml   audited router traffic
+    router calibrate ... --through-rules      the config's rules decide first, as in the gateway
 
 Writes ``curve.csv`` (threshold, heavy share, cost, quality), ``gates.csv``, ``calibration.json``
 and ``curve.png`` under ``--out``, then sets ``routing.classifier.threshold`` (and ``model``,
 when given) and ``routing.gates.heavy_categories`` in the config, keeping the old file as
 ``<config>.bak``.  ``--dry-run`` writes the outputs but leaves the config alone.  The relative
 cost of a light call comes from the config's channel prices unless ``--light-cost`` is given.
+
+``--through-rules`` routes each row's question (one user message, its category as metadata)
+through the config's rules first, as the gateway does: a row a rule sends to a lane stays there
+and the threshold is chosen for the whole set, so the floor holds end to end.  ``rules.csv``
+then shows, per rule, its rows, where it sends them and their light and heavy quality: a rule
+that sends light questions whose light quality is below the floor costs quality no threshold
+can win back (the summary names it).
 """
 
 from __future__ import annotations
@@ -16,6 +24,8 @@ import argparse
 import csv
 import json
 import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from hybrid_gateway.accounting.report import ReportError
@@ -35,8 +45,10 @@ from hybrid_gateway.routing.cli import add_data_arguments, columns_of
 from hybrid_gateway.routing.config_edit import update_config_file
 from hybrid_gateway.routing.dataset import bundled_embedder, embed_rows, load_rows
 from hybrid_gateway.routing.outcomes import OutcomeDataError, OutcomeRow
+from hybrid_gateway.routing.rules import RuleBook, extract_features
 from hybrid_gateway.routing.training import scores_of
 from hybrid_gateway.tools.cliargs import float_at_least, int_at_least
+from hybrid_gateway.types import RouteDecision
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -72,6 +84,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "config's channel prices)",
     )
     parser.add_argument("--dry-run", action="store_true", help="do not modify the config")
+    parser.add_argument(
+        "--through-rules",
+        action="store_true",
+        help="route each question through the config's rules first; calibrate on the whole "
+        "set, rule-decided rows where their rules send them",
+    )
     add_data_arguments(parser)
 
 
@@ -101,6 +119,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     data = embed_rows(rows, embedder, args.embed_cache)
     light_cost = args.light_cost if args.light_cost is not None else light_cost_of(config)
+    decided = rule_decisions(config, rows) if args.through_rules else None
     result = calibrate(
         scores_of(model, data),
         data.weak,
@@ -109,8 +128,12 @@ def run(args: argparse.Namespace) -> int:
         floor=args.quality_floor,
         light_cost=light_cost,
         min_rows=args.min_category_rows,
+        fixed=None if decided is None else [d.heavy for d in decided],
     )
     write_outputs(args.out, result, args.quality_floor)
+    if decided is not None:
+        for line in write_rule_table(args.out / "rules.csv", decided, rows, args.quality_floor):
+            print(line)
     if result.chosen is None:
         print(f"router calibrate: no threshold meets quality {args.quality_floor}", file=sys.stderr)
         return 1
@@ -130,6 +153,58 @@ def run(args: argparse.Namespace) -> int:
         print(f"updated {args.config} (previous version: {backup})")
     print(f"curve: {args.out / 'curve.csv'}, {args.out / 'curve.png'}")
     return 0
+
+
+@dataclass(frozen=True, slots=True)
+class RuleDecision:
+    rule: str  # the rule's name; "" where no rule decides (the classifier does)
+    heavy: bool | None  # True / False: the rule sends the row heavy / light; None: classifier
+
+
+def rule_decisions(config: GatewayConfig, rows: Sequence[OutcomeRow]) -> list[RuleDecision]:
+    """Each row's question through the config's rules, as a one-message chat with its category
+    as metadata (under the gates' key).  A rule that hands over (``action: classifier``) or no
+    rule at all leaves the row to the classifier."""
+    routing = config.routing
+    lanes = {name: lane.channel for name, lane in config.lanes.items()}
+    book = RuleBook(routing.rules, lanes)
+    out: list[RuleDecision] = []
+    for row in rows:
+        metadata = {routing.category_key: row.category} if row.category else None
+        features = extract_features([{"role": "user", "content": row.prompt}], metadata)
+        match = book.match(features, "default")
+        if isinstance(match, RouteDecision):
+            out.append(RuleDecision(match.rule, match.lane == routing.complex_lane))
+        else:
+            out.append(RuleDecision("", None))
+    return out
+
+
+def write_rule_table(
+    path: Path, decided: Sequence[RuleDecision], rows: Sequence[OutcomeRow], floor: float
+) -> list[str]:
+    """``rules.csv``: rows, lane and light / heavy quality per deciding rule; the summary lines,
+    naming each light rule whose rows' light quality is below ``floor`` of their heavy one."""
+    by_rule: dict[str, list[OutcomeRow]] = {}
+    for d, row in zip(decided, rows, strict=True):
+        if d.heavy is not None:
+            by_rule.setdefault(f"{d.rule}\t{'heavy' if d.heavy else 'light'}", []).append(row)
+    lines = [f"rules decide {sum(len(v) for v in by_rule.values())} of {len(rows)} questions"]
+    with path.open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["rule", "lane", "rows", "light_quality", "heavy_quality"])
+        for key, group in sorted(by_rule.items(), key=lambda kv: -len(kv[1])):
+            rule, lane = key.split("\t")
+            weak = sum(r.weak for r in group) / len(group)
+            strong = sum(r.strong for r in group) / len(group)
+            writer.writerow([rule, lane, len(group), f"{weak:.4f}", f"{strong:.4f}"])
+            line = (
+                f"  rule {rule} -> {lane}: {len(group)} rows, light {weak:.1%}, heavy {strong:.1%}"
+            )
+            if lane == "light" and strong > 0 and weak / strong < floor:
+                line += f" (below the floor: {len(group)} rows no threshold reaches)"
+            lines.append(line)
+    return lines
 
 
 def _rows(args: argparse.Namespace, config: GatewayConfig) -> list[OutcomeRow]:
@@ -152,7 +227,7 @@ def _summary(result: Calibration, floor: float, light_cost: float) -> str:
     gated = ", ".join(g.category for g in result.gates) or "none"
     return (
         f"threshold {chosen.threshold:.4f}: heavy share {chosen.heavy_share:.1%}, quality "
-        f"{chosen.quality:.2%} of heavy-only (floor {floor:.0%}), cost {chosen.cost:.1%} of "
+        f"{chosen.quality:.2%} of heavy-only (floor {floor:.1%}), cost {chosen.cost:.1%} of "
         f"heavy-only (light call = {light_cost:.2f} heavy)\n"
         f"gated to heavy ({len(result.gates)} of {result.judged} categories judged): {gated}"
     )

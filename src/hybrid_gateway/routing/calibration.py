@@ -9,6 +9,12 @@ task, ...) whose light-model quality on its own is below the floor always goes h
 cheap the light model is.  Categories with fewer than ``min_rows`` rows are not judged.  The
 threshold is then the largest one (fewest heavy calls) whose overall quality, with the gates in
 force, still meets the floor.
+
+Through the rules (``fixed``): in the gateway the config's rules decide first, so a question a
+rule sends to a lane never reaches the classifier.  Given each row's rule decision (heavy,
+light, or None where the classifier decides), the curve and the floor are over all rows, with
+the rule-decided ones where their rules send them: the threshold that meets the floor end to
+end, not only on the questions the classifier would see alone.
 """
 
 from __future__ import annotations
@@ -66,7 +72,7 @@ def category_gates(
 def _point(
     t: float, p: F64, gated: npt.NDArray[np.bool_], weak: F64, strong: F64, light_cost: float
 ) -> CurvePoint:
-    heavy = gated | (p >= t)
+    heavy = gated | (p >= t)  # p: +inf / -inf where a rule sends the row heavy / light
     share = float(heavy.mean())
     quality = float(np.where(heavy, strong, weak).mean() / strong.mean())
     return CurvePoint(t, share, share + (1 - share) * light_cost, quality)
@@ -81,12 +87,21 @@ def calibrate(
     floor: float,
     light_cost: float,
     min_rows: int = 20,
+    fixed: Sequence[bool | None] | None = None,
 ) -> Calibration:
+    """``fixed``: per row, True / False where a rule sends it heavy / light (the threshold does
+    not move it; a gated category still goes heavy: the gateway applies gates before rules),
+    None where the classifier decides."""
     gates, judged = category_gates(categories, weak, strong, floor, min_rows)
     gated_names = {g.category for g in gates}
+    free = np.ones(len(p), dtype=bool) if fixed is None else np.array([f is None for f in fixed])
     gated = np.array([c in gated_names for c in categories], dtype=bool)
+    if fixed is not None:
+        p = np.where(free, p, np.array([np.inf if f else -np.inf for f in fixed]))
     # Every distinct score is a candidate threshold (plus "nothing by score" above the max).
-    candidates = np.unique(np.concatenate([p, [np.nextafter(p.max(), np.inf) if len(p) else 1]]))
+    scores = p[free]
+    top = np.nextafter(scores.max(), np.inf) if len(scores) else 1.0
+    candidates = np.unique(np.concatenate([scores, [top]]))
     meeting = [
         pt
         for t in candidates

@@ -14,6 +14,10 @@ a few microseconds each, run only on the nearest neighbour.
                capitalised words inside an English sentence (France, Python)
     antonyms   what one question has and the other lacks is a pair of opposites: 上一句/下一句,
                买/卖, 男/女, buy/sell, before/after, upload/download
+    order      the same words with two parts swapped around a part that stays (the PAWS
+               pattern): 你喜欢我/我喜欢你, "X graduates apply for Y" / "Y graduates apply for X",
+               "what do A find annoying in B" / "... do B find annoying about A"; a clause moved
+               to the front or the back (nothing stays between) is not a swap
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import NamedTuple
 
-GUARD_NAMES: tuple[str, ...] = ("numbers", "dates", "negation", "entities", "antonyms")
+GUARD_NAMES: tuple[str, ...] = ("numbers", "dates", "negation", "entities", "antonyms", "order")
 
 _DIGITS = {c: i for i, c in enumerate("零一二三四五六七八九")} | {"〇": 0, "两": 2, "俩": 2}
 _UNITS = {"十": 10, "百": 100, "千": 1000, "万": 10_000, "亿": 100_000_000}
@@ -230,12 +234,82 @@ def _no_opposites(a: str, b: str) -> bool:
     return not any(frozenset((x, y)) in _EN_OPPOSITES for x in wa - wb for y in wb - wa)
 
 
+# Tokens the order guard ignores: Chinese particles and English function words move freely
+# in a paraphrase ("for"/"in"/"about", 的/了/吗); pronouns are kept (你/我 is the swap).
+_ORDER_SKIP_CN = frozenset("的了吗呢啊吧呀么嘛哦哈是")
+_ORDER_SKIP_EN = _EN_FUNCTION - {
+    "i",
+    "you",
+    "we",
+    "they",
+    "he",
+    "she",
+    "my",
+    "your",
+    "his",
+    "her",
+    "our",
+    "their",
+}
+_ORDER_TOKEN = re.compile(r"[a-z0-9]+|[\u4e00-\u9fff]")
+# The swap must involve most of both questions: anchors (tokens once in each) cover at least
+# this share of the longer one's tokens, and there are at least 3 of them.
+_ORDER_COVER = 0.6
+
+
+@lru_cache(maxsize=4096)
+def _order_tokens(text: str) -> tuple[str, ...]:
+    return tuple(
+        t for t in _ORDER_TOKEN.findall(_parsed(text).lower)
+        if t not in _ORDER_SKIP_CN and t not in _ORDER_SKIP_EN
+    )  # fmt: skip
+
+
+def _is_swap(seq: list[int]) -> bool:
+    """``seq`` (a permutation of 0..n-1) is the identity with two increasing runs of
+    consecutive values exchanged around a non-empty run that stays: P + Y + M + X + S."""
+    n = len(seq)
+    lo = 0
+    while lo < n and seq[lo] == lo:
+        lo += 1
+    hi = n - 1
+    while hi >= 0 and seq[hi] == hi:
+        hi -= 1
+    if lo >= hi:
+        return False
+    window = seq[lo : hi + 1]  # values lo..hi, starting with Y (whose first is not lo)
+    # X ends the window and starts at lo; Y starts the window and ends at hi
+    x_len = next((k for k in range(1, len(window)) if window[-k] == lo), 0)
+    y_len = next((k for k in range(1, len(window)) if window[k - 1] == hi), 0)
+    if not x_len or not y_len or x_len + y_len >= len(window):
+        return False
+    expected = (
+        list(range(hi - y_len + 1, hi + 1))
+        + list(range(lo + x_len, hi - y_len + 1))
+        + list(range(lo, lo + x_len))
+    )
+    return window == expected
+
+
+def _order_kept(a: str, b: str) -> bool:
+    ta, tb = _order_tokens(a), _order_tokens(b)
+    if ta == tb:
+        return True
+    ca, cb = {t: ta.count(t) for t in ta}, {t: tb.count(t) for t in tb}
+    anchors = [t for t in ta if ca[t] == 1 and cb.get(t) == 1]
+    if len(anchors) < 3 or len(anchors) < _ORDER_COVER * max(len(ta), len(tb)):
+        return True
+    rank = {t: i for i, t in enumerate(anchors)}
+    return not _is_swap([rank[t] for t in tb if t in rank])
+
+
 GUARDS: Mapping[str, Callable[[str, str], bool]] = {
     "numbers": _numbers_agree,
     "dates": _dates_agree,
     "negation": _negation_agrees,
     "entities": _entities_agree,
     "antonyms": _no_opposites,
+    "order": _order_kept,
 }
 
 

@@ -14,7 +14,7 @@ from pydantic import Field, field_validator, model_validator
 
 from hybrid_gateway.configbase import Fraction, PositiveFloat, PositiveInt, Strict
 
-GuardName = Literal["numbers", "dates", "negation", "entities", "antonyms"]
+GuardName = Literal["numbers", "dates", "negation", "entities", "antonyms", "order"]
 
 
 class RerankerConfig(Strict):

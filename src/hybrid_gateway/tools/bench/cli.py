@@ -107,6 +107,30 @@ def _load_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="stop each stage after this many requests (default: --duration only)",
     )
+    router = parser.add_argument_group(
+        "the full strategies' classifier, learned before the run (docs/whole-system.md)"
+    )
+    router.add_argument(
+        "--router-sample",
+        type=Path,
+        nargs="+",
+        default=None,
+        help="labelled workloads to learn it from; every question the measured workload asks "
+        "is left out (default: one built with --seed + 1000 and --router-sample-size items)",
+    )
+    router.add_argument(
+        "--router-sample-size",
+        type=int_at_least(0),
+        default=2000,
+        help="items of the built sample (2000); 0: the config's classifier as shipped",
+    )
+    router.add_argument(
+        "--router-floor",
+        type=_fraction,
+        default=0.995,
+        help="the threshold keeps this share of heavy-only's quality on the sample, through "
+        "the rules (0.995)",
+    )
     parser.add_argument(
         "--base-config",
         type=Path,
@@ -123,6 +147,16 @@ def run(args: argparse.Namespace) -> int:
     from hybrid_gateway.tools.bench.runner import main
 
     return main(args)
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"a number in (0, 1], not {text!r}")
+    return value
 
 
 def _strategy_list(text: str) -> list[str]:

@@ -34,6 +34,12 @@ import yaml
 from hybrid_gateway.config import parse_config
 from hybrid_gateway.errors import ConfigError
 from hybrid_gateway.tools.bench.late import late_of, read_audit_costs, read_late_rows
+from hybrid_gateway.tools.bench.learned_router import (
+    LearnedRouter,
+    RouterLearnError,
+    learn_from_files,
+)
+from hybrid_gateway.tools.bench.learned_router import apply as apply_router
 from hybrid_gateway.tools.bench.report import (
     FailedStrategy,
     RunInfo,
@@ -50,7 +56,7 @@ from hybrid_gateway.tools.bench.stages import (
     stage_specs,
     sustained_rate,
 )
-from hybrid_gateway.tools.bench.strategies import STRATEGIES, channel_of_lane
+from hybrid_gateway.tools.bench.strategies import FULL_CONFIG, STRATEGIES, channel_of_lane
 from hybrid_gateway.tools.cliargs import sigterm_stops_the_run
 from hybrid_gateway.tools.processes import (
     ManagedProcess,
@@ -76,6 +82,7 @@ class Plan:
     models: Mapping[str, str]  # lane -> the model name its channel asks for
     profiles: Mapping[str, str]  # lane -> the emulator profile that plays it
     items: int = 0  # the workload's length
+    router: LearnedRouter | None = None  # the full strategies' classifier (--router-sample)
 
 
 def lane_profiles(profile: str) -> dict[str, str]:
@@ -92,7 +99,7 @@ def main(args: argparse.Namespace) -> int:
         with sigterm_stops_the_run():
             plan = _plan(args, run_dir)
             stages, failed = _run_all(args, plan)
-    except ConfigError as exc:
+    except (ConfigError, RouterLearnError) as exc:
         print(f"bench run: {exc}", file=sys.stderr)
         return 2
     except (BenchError, ProcessStartError, ProcessLookupError, OSError) as exc:
@@ -108,6 +115,7 @@ def main(args: argparse.Namespace) -> int:
         settings=_settings(args, plan),
         workload=_workload_facts(plan.workload),
         emulators=_emulator_facts(plan),
+        notes=() if plan.router is None else (plan.router.note(),),
     )
     labels = {item.id: item.labels for item in read_workload(plan.workload)}
     report = build_report(info, stages, labels, failed)
@@ -127,14 +135,34 @@ def _plan(args: argparse.Namespace, run_dir: Path) -> Plan:
     run_dir.mkdir(parents=True, exist_ok=True)
     base = _load_base(args.base_config)
     models = {lane: str(channel_of_lane(base, lane)["model"]) for lane in LANES}
-    workload = (args.workload or _build_workload(args, run_dir)).resolve()
+    workload = args.workload or build_workload(
+        run_dir / "workload.jsonl", args.size, args.seed, args.kind
+    )
+    workload = workload.resolve()
     if not workload.is_file():
         raise BenchError(f"no workload file at {workload}")
     profiles = lane_profiles(args.profile)
     if args.profile != "default":
         base = widened_channels(base, profiles)
     items = len(read_workload(workload))
-    return Plan(run_dir, workload.resolve(), base, models, profiles, items)
+    router = _learned_router(args, run_dir, workload)
+    return Plan(run_dir, workload.resolve(), base, models, profiles, items, router)
+
+
+def _learned_router(
+    args: argparse.Namespace, run_dir: Path, workload: Path
+) -> LearnedRouter | None:
+    """The full strategies' classifier from ``--router-sample`` (or a built sample, seed
+    ``--seed`` + 1000), when a strategy that has one runs (learned_router.py)."""
+    if not any(n.startswith("full") and n != "full-no-classifier" for n in args.strategies):
+        return None
+    samples = list(args.router_sample or ())
+    if not samples and args.router_sample_size > 0:
+        out = run_dir / "router-sample.jsonl"
+        samples = [build_workload(out, args.router_sample_size, args.seed + 1000, "default")]
+    if not samples:
+        return None
+    return learn_from_files(samples, workload, FULL_CONFIG, run_dir / "router", args.router_floor)
 
 
 def widened_channels(base: Mapping[str, Any], profiles: Mapping[str, str]) -> dict[str, Any]:
@@ -225,11 +253,10 @@ def _load_base(path: Path) -> Mapping[str, Any]:
     return dict(data)
 
 
-def _build_workload(args: argparse.Namespace, run_dir: Path) -> Path:
-    out = run_dir / "workload.jsonl"
+def build_workload(out: Path, size: int, seed: int, kind: str) -> Path:
     argv = python_module_argv(
         "hybrid_gateway.cli", "workload", "build", "--out", str(out),
-        "--size", str(args.size), "--seed", str(args.seed), "--kind", args.kind,
+        "--size", str(size), "--seed", str(seed), "--kind", kind,
     )  # fmt: skip
     print(f"building the workload: {' '.join(argv[1:])}", file=sys.stderr)
     done = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
@@ -257,6 +284,8 @@ def _run_processes(
         emulators = {lane: _start_emulator(args, plan, lane, folder, stack) for lane in LANES}
         upstreams = {lane: f"{proc.url}/v1" for lane, proc in emulators.items()}
         config = STRATEGIES[name](plan.base, upstreams, folder / "requests.sqlite3")
+        if plan.router is not None and name.startswith("full"):
+            config = apply_router(config, plan.router)
         config_path = folder / "gateway.yaml"
         config_path.write_text(yaml.safe_dump(config, allow_unicode=True, sort_keys=False))
         gateway = _started(
@@ -329,6 +358,8 @@ def _settings(args: argparse.Namespace, plan: Plan) -> dict[str, Any]:
         "warmup_s": args.warmup,
         "max_requests": args.max_requests,
         "base_config": str(args.base_config),
+        # the full strategies' classifier, when learned before the run (learned_router.py)
+        "router": None if plan.router is None else dict(plan.router.summary),
         "models": dict(plan.models),
         "run_dir": str(plan.run_dir),
     }
