@@ -7,6 +7,7 @@ threshold on the curve, the config it edits), not how good a router 80 questions
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -161,3 +162,29 @@ def test_bench_run_names_a_sample_it_cannot_read(
     with pytest.raises(SystemExit):
         main(["bench", "run", "--router-floor", "1.5"])
     assert "--router-floor: a number in (0, 1], not '1.5'" in capsys.readouterr().err
+
+
+def test_a_light_rule_below_the_floor_is_handed_to_the_classifier(learned: Learned) -> None:
+    from hybrid_gateway.routing.calibrate_cli import RuleDecision
+    from hybrid_gateway.routing.outcomes import OutcomeRow
+    from hybrid_gateway.tools.bench.learned_router import below_floor
+
+    rows = [OutcomeRow(f"q{i}", 0.0 if i < 2 else 1.0, 1.0, "", "s") for i in range(100)]
+    decided = (
+        [RuleDecision("short", False)] * 50  # 2 of its 50 fail light: 96 % of heavy's quality
+        + [RuleDecision("long", True)] * 10  # heavy: never handed over
+        + [RuleDecision("", None)] * 40
+    )
+    assert below_floor(decided, rows, 0.99) == {"short"}
+    assert below_floor(decided, rows, 0.95) == set()
+    # apply(): the handed-over rule asks the classifier instead of naming a lane
+    _, result = learned
+    handed = replace(
+        result, summary={**result.summary, "handed_to_classifier": ["short-single-turn"]}
+    )
+    config = apply(yaml.safe_load(FULL_CONFIG.read_text()), handed)
+    rules = {r["name"]: r for r in config["routing"]["rules"]}
+    assert rules["short-single-turn"]["action"] == "classifier"
+    assert "lane" not in rules["short-single-turn"]
+    assert rules["long-question"]["lane"] == "heavy"
+    assert "handed to the classifier: short-single-turn" in handed.note()

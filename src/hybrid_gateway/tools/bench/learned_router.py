@@ -12,6 +12,9 @@ a sample workload standing in for the audits:
 2. threshold: each row's P(complex) from a model fitted on the other 4/5 of the rows (5 folds),
    each question routed through the config's rules first (``router calibrate --through-rules``):
    the cheapest threshold whose quality keeps ``floor`` of heavy-only's, end to end;
+   a rule that sends questions light whose light quality on the sample is below the floor
+   costs quality no threshold wins back: as the article gates a category, its questions are
+   handed to the classifier (the rule gets ``action: classifier``);
 3. model: fitted on every row (``router train``), and its static student distilled on the same
    questions (``router distil``), so the classifier's cascade stays on.
 
@@ -32,7 +35,7 @@ from typing import Any
 
 from hybrid_gateway.config import GatewayConfig, load_config
 from hybrid_gateway.embedding.base import namespace_of
-from hybrid_gateway.routing.calibrate_cli import light_cost_of, rule_decisions
+from hybrid_gateway.routing.calibrate_cli import RuleDecision, light_cost_of, rule_decisions
 from hybrid_gateway.routing.calibration import calibrate
 from hybrid_gateway.routing.cascade import TEACHER_KEY, fingerprint, logits_of
 from hybrid_gateway.routing.dataset import DEFAULT_EMBED_CACHE, bundled_embedder, embed_rows
@@ -71,7 +74,10 @@ class LearnedRouter:
             f"out-of-fold scores at {s['floor']:.1%} of heavy-only's quality (expected there: "
             f"heavy share {s['heavy_share']:.1%}, quality {s['quality']:.2%} of heavy-only); "
             "no measured question was in the sample (bench run --router-sample)."
-        )
+            + (f" Rules whose light answers were below the floor on the sample, handed to the "
+               f"classifier: {', '.join(s['handed_to_classifier'])}."
+               if s["handed_to_classifier"] else "")
+        )  # fmt: skip
 
 
 def learn_from_files(
@@ -114,6 +120,9 @@ def learn_router(
     namespace = namespace_of(e5)
     data = embed_rows(rows, e5, embed_cache)
     decided = rule_decisions(config, rows)
+    handed = below_floor(decided, rows, floor)
+    if handed:  # their questions go to the classifier instead (apply edits the rules so)
+        decided = [RuleDecision("", None) if d.rule in handed else d for d in decided]
     result = calibrate(
         out_of_fold_scores(data, namespace, FOLDS),
         data.weak,
@@ -142,6 +151,7 @@ def learn_router(
         "rows": len(rows),
         "heavy_only_share": round(heavy_only / len(rows), 4),
         "rules": dict(Counter(d.rule or "classifier" for d in decided)),
+        "handed_to_classifier": sorted(handed),
         "floor": floor,
         "threshold": round(chosen.threshold, 4),
         "heavy_share": round(chosen.heavy_share, 4),
@@ -152,6 +162,21 @@ def learn_router(
     }
     (out_dir / "router.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False))
     return LearnedRouter(model_path, student_path, round(chosen.threshold, 4), summary)
+
+
+def below_floor(
+    decided: Sequence[RuleDecision], rows: Sequence[OutcomeRow], floor: float
+) -> set[str]:
+    """The rules that send questions light whose light quality on the sample is below ``floor``
+    of their heavy quality: no threshold wins that back, so (as the article gates a category
+    the light model answers below the floor) their questions are handed to the classifier."""
+    sums: dict[str, list[float]] = {}
+    for d, row in zip(decided, rows, strict=True):
+        if d.heavy is False:
+            weak_strong = sums.setdefault(d.rule, [0.0, 0.0])
+            weak_strong[0] += row.weak
+            weak_strong[1] += row.strong
+    return {rule for rule, (weak, strong) in sums.items() if strong > 0 and weak / strong < floor}
 
 
 def _distil(model: Any, rows: Sequence[OutcomeRow], embed_cache: Path | None, out: Path) -> None:
@@ -179,6 +204,11 @@ def apply(config: dict[str, Any], learned: LearnedRouter) -> dict[str, Any]:
     classifier = (config.get("routing") or {}).get("classifier")
     if not isinstance(classifier, dict):
         return config  # full-no-classifier: nothing to replace
+    handed = set(learned.summary.get("handed_to_classifier") or ())
+    for rule in config["routing"].get("rules") or []:
+        if isinstance(rule, dict) and rule.get("name") in handed:
+            rule.pop("lane", None)
+            rule["action"] = "classifier"
     classifier["model"] = str(learned.model)
     classifier["threshold"] = learned.threshold
     if isinstance(classifier.get("cascade"), dict):
