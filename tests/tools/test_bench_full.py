@@ -35,6 +35,7 @@ def run_bench(tmp_path: Path, *extra: str) -> dict[str, Any]:
     markdown = json_path.with_suffix(".md").read_text()
     assert "## Project X requirements, per strategy and stage" in markdown
     assert "Goal of issue 21 for `full`" in markdown
+    assert "p95 with every answer generated alone" in markdown
     report: dict[str, Any] = json.loads(json_path.read_text())
     return report
 
@@ -69,6 +70,9 @@ def test_full_bench_in_both_arrival_modes(tmp_path: Path) -> None:
     goal = report["goal"]
     assert (goal["strategy"], goal["stage"]) == ("full", "open")
     assert goal["met"] == all(line["pass"] for line in goal["lines"])
+    floor = goal["latency_floor"]  # each answer alone at the emulators' step times (floor.py)
+    assert floor == rows["full", "open"]["latency_floor"]
+    assert 0 < floor["oracle_p95_s"] and 0 <= floor["routed_p95_s"]
     assert report["settings"]["mode"] == "both" and report["settings"]["rate_per_s"] is None
     # the router learned before the run: 80 sample questions, none asked by the measured run;
     # full's gateway routed with it, and the report says so

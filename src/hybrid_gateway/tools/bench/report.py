@@ -15,6 +15,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from hybrid_gateway.tools.bench.floor import latency_floor
 from hybrid_gateway.tools.bench.late import LateFigures
 from hybrid_gateway.tools.bench.plots import draw_plots
 from hybrid_gateway.tools.bench.report_md import render_markdown, strategy_tables
@@ -33,7 +34,7 @@ from hybrid_gateway.tools.bench.stats import (
 from hybrid_gateway.tools.bench.strategies import STRATEGY_NOTES
 from hybrid_gateway.tools.bench.verdict import ISSUE_GOALS, figures_of, verdict, verdict_json
 from hybrid_gateway.tools.overhead.procstat import ProcessUsage
-from hybrid_gateway.tools.workload.schema import Labels
+from hybrid_gateway.tools.workload.schema import Labels, WorkloadItem
 
 __all__ = [
     "REFERENCE",
@@ -187,10 +188,16 @@ def build_report(
     stages: Sequence[StageRun],
     labels: Mapping[str, Labels],
     failed: Sequence[FailedStrategy] = (),
+    items: Mapping[str, WorkloadItem] | None = None,
 ) -> JsonDict:
     """The report of the stages that ran; ``failed``: the strategies that gave none (a partial
-    run: the report lists them under ``failed``, each with its cause)."""
+    run: the report lists them under ``failed``, each with its cause); ``items``: the workload's,
+    for each stage's latency floor (floor.py)."""
     results = [stage_json(s, labels, float(info.settings["duration_s"])) for s in stages]
+    engines = {lane: e["profile"]["engine"] for lane, e in (info.emulators or {}).items()}
+    if items is not None and engines:
+        for stage, r in zip(stages, results, strict=True):
+            r["latency_floor"] = latency_floor(stage.results, items, engines)
     _fill_relative_cost(results)
     for r in results:
         r["project_x"] = verdict_json(verdict(figures_of(r)))
@@ -238,6 +245,7 @@ def _goal(results: Sequence[JsonDict]) -> JsonDict | None:
         "stage": row["stage"],
         "lines": lines,
         "met": all(ln["pass"] for ln in lines),
+        "latency_floor": row.get("latency_floor"),
     }
 
 

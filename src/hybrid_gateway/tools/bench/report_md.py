@@ -111,6 +111,20 @@ def _run_extras(report: JsonDict) -> str:
     return "".join(f"; {e}" for e in extras)
 
 
+def _floor_lines(floor: JsonDict | None) -> list[str]:
+    if not floor or floor.get("oracle_p95_s") is None:
+        return []
+    routed = floor.get("routed_p95_s")
+    return [
+        f"p95 with every answer generated alone at the emulators' step times (no queue, no "
+        f"batch; floor.py): {routed if routed is not None else '-'} s as this strategy routed "
+        f"and cached, {floor['oracle_p95_s']} s with a perfect router and an exact cache. The "
+        "measured p95 above the first is queueing, batching and the gateway; a p95 goal below "
+        "the second is out of any router's reach on these answers.",
+        "",
+    ]
+
+
 def verdict_tables(report: JsonDict) -> list[str]:
     """Issue 21's goal for ``full``, then one Project X table per stage: a column a strategy."""
     rows: list[str] = []
@@ -125,6 +139,7 @@ def verdict_tables(report: JsonDict) -> list[str]:
             *[f"| {ln['label']} | {ln['shown']} | {ln['target']} | {_mark(ln['pass'])} |"
               for ln in goal["lines"]],
             "",
+            *_floor_lines(goal.get("latency_floor")),
         ]  # fmt: skip
     stages = list(dict.fromkeys(r["stage"] for r in report["results"]))
     for stage in stages:

@@ -117,8 +117,9 @@ def main(args: argparse.Namespace) -> int:
         emulators=_emulator_facts(plan),
         notes=() if plan.router is None else (plan.router.note(),),
     )
-    labels = {item.id: item.labels for item in read_workload(plan.workload)}
-    report = build_report(info, stages, labels, failed)
+    items = {item.id: item for item in read_workload(plan.workload)}
+    labels = {item_id: item.labels for item_id, item in items.items()}
+    report = build_report(info, stages, labels, failed, items)
     paths = write_report(report, args.out, started, plots=not args.no_plots)
     print(report["markdown_table"])
     for path in paths:

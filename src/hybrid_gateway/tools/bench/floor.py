@@ -1,0 +1,70 @@
+"""The latency no server could beat: each answer of a stage generated alone, at its step times.
+
+A goal's p95 can be out of any gateway's reach: the answers are as long as they are, and a model
+server decodes them one step per token.  For a stage's requests and the workload's items this
+module gives two p95s with no queue and no batch (each request alone on its server):
+
+- ``routed``: each answer on the lane that gave it; a cache hit at 0 s;
+- ``oracle``: each answer on the lane a perfect router would pick from the labels (heavy only
+  where the light model's answer is not good enough and the heavy one's is), an exact repeat of
+  an earlier question of the stage at 0 s (what an exact cache serves).
+
+A request alone takes ``prompt_tokens / prefill_tps`` plus N decode steps of ``decode_step_ms +
+per_seq_step_ms + per_kilotoken_step_ms * context / 1000`` (``emulator/engine.py``, batch 1), N
+= min(expected_output_tokens, max_tokens).  The measured p95 minus ``routed`` is queueing,
+batching and the gateway; ``routed`` minus ``oracle`` is what the routing and caching chose.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from hybrid_gateway.accounting.tokens import count_tokens
+from hybrid_gateway.tools.bench.results import RequestResult
+from hybrid_gateway.tools.bench.stats import is_cache_hit, percentile
+from hybrid_gateway.tools.workload.schema import WorkloadItem, question
+
+__all__ = ["alone_s", "latency_floor"]
+
+LIGHT, HEAVY = "light", "heavy"
+
+
+def alone_s(engine: Mapping[str, Any], prompt_tokens: int, output_tokens: int) -> float:
+    """Seconds one request takes alone on a server with ``engine``'s settings (see above)."""
+    n, p = output_tokens, prompt_tokens
+    step_ms = float(engine["decode_step_ms"]) + float(engine["per_seq_step_ms"])
+    context_ms = float(engine["per_kilotoken_step_ms"]) * (n * p + n * (n + 1) / 2) / 1000.0
+    return (n * step_ms + context_ms) / 1000.0 + p / float(engine["prefill_tps"])
+
+
+def latency_floor(
+    results: Sequence[RequestResult],
+    items: Mapping[str, WorkloadItem],
+    engines: Mapping[str, Mapping[str, Any]],
+) -> dict[str, float | None]:
+    """``routed_p95_s`` and ``oracle_p95_s`` of ``results`` (a stage's); both None when a
+    request's item is not in ``items``."""
+    routed: list[float] = []
+    oracle: list[float] = []
+    seen: set[str] = set()
+    for result in sorted(results, key=lambda r: r.start_s):
+        item = items.get(result.item)
+        if item is None:
+            return {"routed_p95_s": None, "oracle_p95_s": None}
+        text = question(item)
+        prompt = sum(count_tokens(str(m.get("content") or "")) for m in item.messages)
+        tokens = min(item.expected_output_tokens, item.max_tokens)
+        labels = item.labels
+        best = HEAVY if (not labels.light_ok and labels.heavy_ok) else LIGHT
+        oracle.append(0.0 if text in seen else alone_s(engines[best], prompt, tokens))
+        seen.add(text)
+        if is_cache_hit(result):
+            routed.append(0.0)
+        elif result.lane is not None and result.lane in engines:  # no route: left out
+            routed.append(alone_s(engines[result.lane], prompt, tokens))
+    return {"routed_p95_s": _s(percentile(routed, 95)), "oracle_p95_s": _s(percentile(oracle, 95))}
+
+
+def _s(ms_or_s: float | None) -> float | None:
+    return None if ms_or_s is None else round(ms_or_s, 3)
