@@ -25,7 +25,7 @@ from hybrid_gateway.tools.bench.results import RequestResult
 from hybrid_gateway.tools.bench.stats import is_cache_hit, percentile
 from hybrid_gateway.tools.workload.schema import WorkloadItem, question
 
-__all__ = ["alone_s", "latency_floor"]
+__all__ = ["alone_s", "engines_of", "latency_floor"]
 
 LIGHT, HEAVY = "light", "heavy"
 
@@ -64,6 +64,19 @@ def latency_floor(
         elif result.lane is not None and result.lane in engines:  # no route: left out
             routed.append(alone_s(engines[result.lane], prompt, tokens))
     return {"routed_p95_s": _s(percentile(routed, 95)), "oracle_p95_s": _s(percentile(oracle, 95))}
+
+
+def engines_of(emulators: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """Each lane's engine settings (the emulator profile's), or None without both lanes'."""
+    engines = {}
+    for lane in ("light", "heavy"):
+        facts = (emulators or {}).get(lane)
+        profile = facts.get("profile") if isinstance(facts, dict) else None
+        engine = profile.get("engine") if isinstance(profile, dict) else None
+        if not isinstance(engine, dict):
+            return None
+        engines[lane] = engine
+    return engines
 
 
 def _s(ms_or_s: float | None) -> float | None:

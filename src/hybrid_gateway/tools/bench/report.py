@@ -15,7 +15,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from hybrid_gateway.tools.bench.floor import latency_floor
+from hybrid_gateway.tools.bench.floor import engines_of, latency_floor
 from hybrid_gateway.tools.bench.late import LateFigures
 from hybrid_gateway.tools.bench.plots import draw_plots
 from hybrid_gateway.tools.bench.report_md import render_markdown, strategy_tables
@@ -194,8 +194,8 @@ def build_report(
     run: the report lists them under ``failed``, each with its cause); ``items``: the workload's,
     for each stage's latency floor (floor.py)."""
     results = [stage_json(s, labels, float(info.settings["duration_s"])) for s in stages]
-    engines = {lane: e["profile"]["engine"] for lane, e in (info.emulators or {}).items()}
-    if items is not None and engines:
+    engines = engines_of(info.emulators)
+    if items is not None and engines is not None:
         for stage, r in zip(stages, results, strict=True):
             r["latency_floor"] = latency_floor(stage.results, items, engines)
     _fill_relative_cost(results)
