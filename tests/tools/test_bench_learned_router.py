@@ -177,6 +177,9 @@ def test_a_light_rule_below_the_floor_is_handed_to_the_classifier(learned: Learn
     )
     assert below_floor(decided, rows, 0.99) == {"short"}
     assert below_floor(decided, rows, 0.95) == set()
+    # judged on too few questions: not handed over (one failure in 19 is no evidence)
+    few = [RuleDecision("rare", False)] * 19 + [RuleDecision("", None)] * 81
+    assert below_floor(few, rows, 0.99) == set()
     # apply(): the handed-over rule asks the classifier instead of naming a lane
     _, result = learned
     handed = replace(

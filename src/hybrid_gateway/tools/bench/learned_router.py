@@ -48,6 +48,7 @@ from hybrid_gateway.tools.workload.schema import WorkloadItem, question, read_wo
 __all__ = ["LearnedRouter", "RouterLearnError", "apply", "learn_from_files", "learn_router"]
 
 MIN_ROWS = 50  # fewer labelled questions say nothing a threshold could rest on
+MIN_RULE_ROWS = 20  # a rule judged on fewer questions is not handed over (as category gates)
 FOLDS = 5
 STUDENT_L2 = 1.0  # `router distil`'s default
 
@@ -169,14 +170,20 @@ def below_floor(
 ) -> set[str]:
     """The rules that send questions light whose light quality on the sample is below ``floor``
     of their heavy quality: no threshold wins that back, so (as the article gates a category
-    the light model answers below the floor) their questions are handed to the classifier."""
+    the light model answers below the floor) their questions are handed to the classifier.
+    A rule that decided fewer than ``MIN_RULE_ROWS`` sample questions is not judged."""
     sums: dict[str, list[float]] = {}
     for d, row in zip(decided, rows, strict=True):
         if d.heavy is False:
             weak_strong = sums.setdefault(d.rule, [0.0, 0.0])
             weak_strong[0] += row.weak
             weak_strong[1] += row.strong
-    return {rule for rule, (weak, strong) in sums.items() if strong > 0 and weak / strong < floor}
+    counts = Counter(d.rule for d in decided if d.heavy is False)
+    return {
+        rule
+        for rule, (weak, strong) in sums.items()
+        if counts[rule] >= MIN_RULE_ROWS and strong > 0 and weak / strong < floor
+    }
 
 
 def _distil(model: Any, rows: Sequence[OutcomeRow], embed_cache: Path | None, out: Path) -> None:
