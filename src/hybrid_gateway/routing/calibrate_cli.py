@@ -202,7 +202,7 @@ def write_rule_table(
                 f"  rule {rule} -> {lane}: {len(group)} rows, light {weak:.1%}, heavy {strong:.1%}"
             )
             if lane == "light" and strong > 0 and weak / strong < floor:
-                line += f" (below the floor: {len(group)} rows no threshold reaches)"
+                line += " (below the floor: no threshold wins these rows back)"
             lines.append(line)
     return lines
 

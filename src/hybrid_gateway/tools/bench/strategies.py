@@ -13,7 +13,9 @@ gateway writes its request log.  The gateway always listens on 127.0.0.1 and a f
   ``hybrid_gateway/examples/gateway-full.yaml``): rules, the calibrated classifier and gates,
   exact + semantic cache, lane queues, retries, breakers with a backup channel, the heavy lane's
   deadline fallback, shedding, replica pools (one endpoint per lane here), upstream profiles,
-  audits with the threshold that follows them.  Channel models and prices come from the base
+  audits with the threshold that follows them; its classifier (model, threshold, student, and
+  light rules handed to it) is replaced by the one ``bench run`` learned before the run
+  (``learned_router.py``), when it learned one.  Channel models and prices come from the base
   config, so its cost is comparable with the others'; the backup channel points at the heavy
   emulator too; the audits' ``llm`` judge is replaced by the emulator's quality marks.
 - ``full-no-classifier``, ``full-no-semantic``, ``full-no-degrade``: ``full`` with one part
@@ -164,8 +166,9 @@ STRATEGY_NOTES: Mapping[str, str] = {
     "heavy-only": "every request to the heavy lane; no rules; caches off; no retries or breakers",
     "hybrid": "the base config's routing rules; caches off; no retries or breakers",
     "hybrid-cache": "the base config's routing rules + exact cache; no retries or breakers",
-    "full": "examples/gateway-full.yaml: rules, calibrated classifier (static cascade) and "
-    "gates, exact + semantic cache (static cascade, write-behind), lane queues, retries, "
+    "full": "examples/gateway-full.yaml: rules, classifier (static cascade; learned before the "
+    "run from a labelled sample unless --router-sample-size 0) and gates, exact + semantic "
+    "cache (static cascade, write-behind), lane queues, retries, "
     "breakers + backup, heavy deadline fallback (on the first token), shedding, replica "
     "pools, upstream profiles, audits (marks judge) + learned cache threshold",
     "full-no-classifier": "full without the classifier (unruled requests go to the default lane)",
