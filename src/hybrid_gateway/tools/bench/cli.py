@@ -90,10 +90,11 @@ def _load_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--profile",
-        choices=("default", "article"),
+        choices=("default", "article", "h200"),
         default="default",
-        help="emulator profiles: default (light, heavy) or article (article-light, "
-        "article-heavy: calibrated to the article's heavy-only row, docs/emulator.md)",
+        help="emulator profiles: default (light, heavy), article (article-light, "
+        "article-heavy: calibrated to the article's heavy-only row) or h200 (h200-light, "
+        "h200-heavy: an 8B and a 32B model's step times measured on an H200), docs/emulator.md",
     )
     parser.add_argument(
         "--time-scale",

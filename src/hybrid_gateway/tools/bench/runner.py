@@ -86,8 +86,8 @@ class Plan:
 
 
 def lane_profiles(profile: str) -> dict[str, str]:
-    """``--profile default``: the ``light`` and ``heavy`` profiles; ``article``:
-    ``article-light`` and ``article-heavy``."""
+    """``--profile default``: the ``light`` and ``heavy`` profiles; ``article`` (``h200``):
+    ``article-light`` and ``article-heavy`` (``h200-light`` and ``h200-heavy``)."""
     return {lane: lane if profile == "default" else f"{profile}-{lane}" for lane in LANES}
 
 

@@ -111,8 +111,8 @@ def quality_from_args(
         return None
     if settings.zero_delay:
         raise ValueError("--workload needs the engine: it cannot be used with --zero-delay")
-    # default: the tier the profile plays (article-heavy plays heavy)
-    tier = getattr(args, "tier", None) or args.profile.removeprefix("article-")
+    # default: the tier the profile plays (article-heavy and h200-heavy play heavy)
+    tier = getattr(args, "tier", None) or args.profile.rpartition("-")[2]
     if tier not in TIERS:
         raise ValueError(f"--tier is needed with profile {args.profile!r}")
     fallback = PseudoAnswers(settings.min_output_tokens, settings.max_output_tokens)

@@ -1,7 +1,8 @@
-"""Emulator settings: one frozen tree, and the two calibrated profiles.
+"""Emulator settings: one frozen tree, and the calibrated profiles.
 
 The numbers in ``LIGHT`` and ``HEAVY`` are chosen so the emulator reproduces the brief's figures
-(REQUIREMENTS.md sections 0 and 8); ``docs/emulator.md`` shows how, with measured latencies.
+(REQUIREMENTS.md sections 0 and 8), those in ``ARTICLE_*`` its load test, and those in ``H200_*``
+are fitted to step times measured on a GPU; ``docs/emulator.md`` shows how, with measured latencies.
 """
 
 from __future__ import annotations
@@ -175,8 +176,49 @@ ARTICLE_LIGHT = EmulatorSettings(
     faults=_ARTICLE_FAULTS,
 )
 
+# Fitted to an NVIDIA H200 (benchmarks/experiments/gpu_batching_curves.py; the measurements in
+# benchmarks/results/gpu/): bf16 decode steps from CUDA graphs at batch 1-256 and 512-8,192 tokens
+# of context, least squares on the step model above, and prefill tokens/s on 512-8,192-token
+# prompts.  Light: the shape of Llama-3.1-8B (the article's light model is a 6B-class one); heavy:
+# Qwen2.5-32B.  256 slots (vLLM's max_num_seqs default and the largest batch measured); KV budget =
+# 90 % of the GPU's 140.4 GiB (vLLM's gpu_memory_utilization) less the weights and 4 GiB of
+# activations, at 128 KiB (8B) and 256 KiB (32B) of KV a token.  No injected faults.
+H200_LIGHT = EmulatorSettings(
+    model="light",
+    engine=EngineSettings(
+        max_num_seqs=256,
+        prefill_tps=30300.0,
+        decode_step_ms=7.52,
+        per_seq_step_ms=0.0127,
+        per_kilotoken_step_ms=0.0274,
+        kv_budget_tokens=880000,
+    ),
+    min_output_tokens=8,
+    max_output_tokens=512,
+)
+H200_HEAVY = EmulatorSettings(
+    model="heavy",
+    engine=EngineSettings(
+        max_num_seqs=256,
+        prefill_tps=7880.0,
+        decode_step_ms=22.6,
+        per_seq_step_ms=0.0496,
+        per_kilotoken_step_ms=0.0546,
+        kv_budget_tokens=250000,
+    ),
+    min_output_tokens=16,
+    max_output_tokens=512,
+)
+
 PROFILES: Mapping[str, EmulatorSettings] = MappingProxyType(
-    {"light": LIGHT, "heavy": HEAVY, "article-light": ARTICLE_LIGHT, "article-heavy": ARTICLE_HEAVY}
+    {
+        "light": LIGHT,
+        "heavy": HEAVY,
+        "article-light": ARTICLE_LIGHT,
+        "article-heavy": ARTICLE_HEAVY,
+        "h200-light": H200_LIGHT,
+        "h200-heavy": H200_HEAVY,
+    }
 )
 
 
