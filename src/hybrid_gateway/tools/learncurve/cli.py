@@ -1,7 +1,10 @@
 """`hybrid-gateway bench learn`: issue 23's goals as learning curves, with plots.
 
     hybrid-gateway bench learn --out benchmarks/results [--name learn-reference]
-        [--part both|router|cache] [--checkpoints 50,100,200,400] [--unseen 400] ...
+        [--part both|router|cache|default|all] [--checkpoints 50,100,200,400] [--unseen 400] ...
+
+``both`` is the router and cache curves; ``default`` the default-workload goal
+(``default_goal.py``); ``all`` the three.
 
 Writes ``<out>/<name>.json``, ``<name>.md``, ``<name>-router.png`` and ``<name>-cache.png``;
 the processes' folders (workloads, logs, request logs, models) go under ``<out>/<name>/``.
@@ -26,6 +29,7 @@ from hybrid_gateway.tools.learncurve.cache_curve import (
     held_out_eval,
     run_cache_curve,
 )
+from hybrid_gateway.tools.learncurve.default_goal import DefaultSettings, run_default_goal
 from hybrid_gateway.tools.learncurve.report import verdicts, write_report
 from hybrid_gateway.tools.learncurve.router_curve import RouterSettings, run_router_curve
 from hybrid_gateway.tools.processes import ProcessStartError
@@ -49,7 +53,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add = parser.add_argument
     add("--out", type=Path, required=True, help="folder for the JSON, Markdown and plots")
     add("--name", default=None, help="file name stem (default learn-<UTC time>)")
-    add("--part", choices=["both", "router", "cache"], default="both")
+    add("--part", choices=["both", "router", "cache", "default", "all"], default="both",
+        help="both: the router and cache curves; default: the default-workload goal; all")
     add("--data", type=Path, default=Path("../shared/data"), help="the public data folder")
     add("--concurrency", type=int, default=16, help="clients sending at once (16)")
     add(
@@ -76,6 +81,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     router.add_argument("--holdout", type=float, default=0.3, help="router train's replay share")
     router.add_argument("--prior-l2", type=float, default=30.0, help="router train --prior-l2")
+    default = parser.add_argument_group("default-workload goal (--part default or all)")
+    default.add_argument("--default-workload", type=Path, help="a default workload (else built)")
+    default.add_argument("--default-size", type=int, default=10000, help="items of the built one")
+    default.add_argument("--default-unseen", type=int, default=2000,
+                         help="last items, never sent, that score the routings (2000)")
+    default.add_argument("--default-rate", type=float, default=0.04,
+                         help="learning.audit.router.rate while the first part is sent (0.04)")
+    default.add_argument("--default-floor", type=float, default=0.99,
+                         help="quality to keep, of heavy-only's (0.99)")
     cache = parser.add_argument_group("cache curve")
     cache.add_argument("--cache-workload", type=Path, help="a paraphrase-heavy workload")
     cache.add_argument("--cache-size", type=int, default=2000, help="items of the built one")
@@ -108,9 +122,11 @@ def run(args: argparse.Namespace) -> int:
     clock = time.monotonic()
     try:
         with sigterm_stops_the_run():
-            if args.part in ("both", "router"):
+            if args.part in ("both", "router", "all"):
                 report["router"] = _router(args, folder, embed_cache)
-            if args.part in ("both", "cache"):
+            if args.part in ("default", "all"):
+                report["default"] = _default(args, folder, embed_cache)
+            if args.part in ("both", "cache", "all"):
                 report["cache"] = _cache(args, folder, embed_cache)
     except (ValueError, FileNotFoundError) as exc:
         print(f"bench learn: {exc}", file=sys.stderr)
@@ -155,6 +171,24 @@ def _router(args: argparse.Namespace, folder: Path, embed_cache: Path) -> dict[s
         embed_cache=embed_cache,
     )
     return run_router_curve(settings)
+
+
+def _default(args: argparse.Namespace, folder: Path, embed_cache: Path) -> dict[str, Any]:
+    workload = args.default_workload
+    if workload is None:
+        workload = folder / "default.jsonl"
+        _build(["--size", str(args.default_size), "--seed", "7", "--repeat-rate", "0",
+                "--data", str(args.data), "--out", str(workload)])  # fmt: skip
+    settings = DefaultSettings(
+        folder / "default",
+        workload.resolve(),
+        args.default_unseen,
+        args.default_rate,
+        concurrency=args.concurrency,
+        floor=args.default_floor,
+        embed_cache=embed_cache,
+    )
+    return run_default_goal(settings)
 
 
 def _cache(args: argparse.Namespace, folder: Path, embed_cache: Path) -> dict[str, Any]:

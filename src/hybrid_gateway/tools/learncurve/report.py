@@ -34,6 +34,7 @@ def verdicts(report: Mapping[str, Any]) -> list[JsonDict]:
         share = router["checkpoints"][-1]["audit_share_of_heavy_only"]
         lines.append(_line("router audit spend / heavy-only cost", f"<= {SPEND_SHARE:.0%}",
                            share, share is not None and share <= SPEND_SHARE, ""))  # fmt: skip
+    lines += _default_verdicts(report.get("default"))
     cache = report.get("cache")
     if cache:
         bundled, learned = cache["runs"]["bundled"]["total"], cache["runs"]["learned"]["total"]
@@ -52,6 +53,47 @@ def verdicts(report: Mapping[str, Any]) -> list[JsonDict]:
             f"{learned['false_hits']} false of {learned['hits']} hits",
         ))  # fmt: skip
     return lines
+
+
+def _default_verdicts(default: Mapping[str, Any] | None) -> list[JsonDict]:
+    """Issue 23's default-workload goal (default_goal.py): quality at the floor, below the
+    rules' cost, with the spend of the hard-workload goal."""
+    if not default:
+        return []
+    ours = default["routings"]["rules + classifier learned from audits"]
+    rules = default["routings"]["rules alone"]
+    floor = default["settings"]["floor"]
+    share = default["audit_share_of_heavy_only"]
+    return [
+        _line("default workload: quality, rules + router learned from audits", f">= {floor:.0%}",
+              ours["quality"], ours["quality"] >= floor - 1e-12,
+              f"{default['learned']['rows']} audited questions, {default['unseen_part']} unseen"),
+        _line("default workload: relative cost, learned router / rules alone", "< 1",
+              round(ours["relative_cost"] / rules["relative_cost"], 4),
+              ours["relative_cost"] < rules["relative_cost"],
+              f"{ours['relative_cost']} vs {rules['relative_cost']} of heavy-only"),
+        _line("default workload: audit spend / heavy-only cost", f"<= {SPEND_SHARE:.0%}",
+              share, share is not None and share <= SPEND_SHARE, ""),
+    ]  # fmt: skip
+
+
+def _default_markdown(default: Mapping[str, Any]) -> list[str]:
+    learned = default["learned"]
+    out = ["", f"## Default workload: {default['sent']} items sent, {default['audits']} router "
+           f"audits; scored on the {default['unseen_part']} unseen questions", "",
+           f"Learned from {learned['rows']} audited questions ({learned['heavy_only_share']:.1%} "
+           f"answered well by the heavy model only): threshold {learned['threshold']} through "
+           f"the rules of examples/gateway-full.yaml, out of fold on the shipped model as prior "
+           f"(expected heavy share {learned['expected_heavy_share']:.1%}, quality "
+           f"{learned['expected_quality']:.2%}); rules handed to the classifier: "
+           f"{', '.join(learned['handed_to_classifier']) or 'none'}. A light answer costs "
+           f"{default['light_cost']} of a heavy one.", "",
+           "| routing | quality | heavy share | relative cost | decided by rules |",
+           "|---|---|---|---|---|"]  # fmt: skip
+    for name, r in default["routings"].items():
+        out.append(f"| {name} | {r['quality']:.2%} | {r['heavy_share']:.1%} | "
+                   f"{r['relative_cost']:.1%} | {r['by_rules']} |")  # fmt: skip
+    return out
 
 
 def _line(goal: str, target: str, value: float | None, met: bool, note: str) -> JsonDict:
@@ -84,6 +126,8 @@ def markdown(report: Mapping[str, Any]) -> str:
                 f"| {s['model']} | {s['apgr']} | {s['cpt50']} | {s['cpt80']} | "
                 f"{s['heavy_share_at_floor']} | {s['relative_cost_at_floor']} |"
             )
+    if report.get("default"):
+        out += _default_markdown(report["default"])
     cache = report.get("cache")
     if cache:
         out += ["", f"## Cache (bundled threshold {cache['bundled_threshold']}, target precision "
