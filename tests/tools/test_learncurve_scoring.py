@@ -15,6 +15,7 @@ from hybrid_gateway.tools.learncurve.scoring import (
     cache_tally,
     curve_at,
     router_figures,
+    split_interleaved,
     split_unseen,
     wilson_upper,
 )
@@ -34,6 +35,16 @@ def test_the_unseen_part_never_repeats_a_question_the_first_part_asks() -> None:
     assert [i.id for i in later] == ["w4", "w6"]  # "b" was asked before, the second "d" twice
     with pytest.raises(ValueError):
         split_unseen(items, 7)
+
+
+def test_the_interleaved_unseen_part_is_spread_through_the_workload_and_never_sent() -> None:
+    items = [item(i, t) for i, t in enumerate("abcdefghibkl")]
+    first, later = split_interleaved(items, 4)  # every third item kept back: 0, 3, 6, 9
+    assert [i.id for i in later] == ["w0", "w3", "w6"]  # w9 asks "b", which w1 sends
+    assert [i.id for i in first] == ["w1", "w2", "w4", "w5", "w7", "w8", "w10", "w11"]
+    assert {i.id for i in first}.isdisjoint(i.id for i in later)
+    with pytest.raises(ValueError):
+        split_interleaved(items, 12)
 
 
 def test_a_perfect_router_recovers_the_gap_early_and_meets_the_floor_cheaply() -> None:

@@ -84,18 +84,46 @@ def fit_with_prior(
 
 
 def _newton_towards(x: F64, t: F64, prior: F64, l2: float, iterations: int) -> F64:
+    """Damped Newton on the penalised log loss: each step is halved until the loss goes down.
+
+    A full Newton step from the prior can overshoot: on 880 audits of the default workload
+    (91 % ``equivalent``, soft target 0.5) the first step raised the loss from 1,389 to 13,546,
+    and the next ones diverged to logits of 1e11, every score then 0 or 1."""
     penalty = np.full(x.shape[1], l2)
     penalty[-1] = 0.0  # the bias follows the traffic's base rate freely
     coef = prior.copy()
+    current = _penalised_loss(x, t, coef, prior, penalty)
     for _ in range(iterations):
-        p = 1.0 / (1.0 + np.exp(-(x @ coef)))
+        p = _sigmoid(x @ coef)
         grad = x.T @ (p - t) + penalty * (coef - prior)
         hess = (x * (p * (1 - p))[:, None]).T @ x + np.diag(penalty) + 1e-9 * np.eye(len(coef))
         step = np.linalg.solve(hess, grad)
-        coef -= step
-        if float(np.abs(step).max()) < 1e-6:
+        scale = 1.0
+        while scale >= _MIN_SCALE:
+            trial = coef - scale * step
+            value = _penalised_loss(x, t, trial, prior, penalty)
+            if value <= current:
+                break
+            scale /= 2
+        else:
+            break  # no step lowers the loss: at its minimum to float precision
+        coef, current = trial, value
+        if scale * float(np.abs(step).max()) < 1e-6:
             break
     return coef
+
+
+_MIN_SCALE = 1.0 / 1024
+
+
+def _sigmoid(z: F64) -> F64:
+    return np.asarray(1.0 / (1.0 + np.exp(-np.clip(z, -60.0, 60.0))), dtype=np.float64)
+
+
+def _penalised_loss(x: F64, t: F64, coef: F64, prior: F64, penalty: F64) -> float:
+    """Cross-entropy against the soft targets plus ``penalty / 2 * (coef - prior)^2``."""
+    z = x @ coef
+    return float(np.sum(np.logaddexp(0.0, z) - t * z) + 0.5 * np.sum(penalty * (coef - prior) ** 2))
 
 
 @dataclass(frozen=True, slots=True)

@@ -65,7 +65,7 @@ class ClassifierModel:
         z = self._linear(vector[None, :], text_features(text)[None, :])
         if self.ngrams is not None:
             z = z + self.ngrams.logit(text)
-        return float(1.0 / (1.0 + np.exp(-z[0])))
+        return float(1.0 / (1.0 + np.exp(-np.clip(z[0], -60.0, 60.0))))
 
     def p_complex_many(
         self, vectors: Array, feats: Array, texts: Sequence[str]
@@ -74,7 +74,8 @@ class ClassifierModel:
         z = self._linear(vectors, feats)
         if self.ngrams is not None:
             z = z + self.ngrams.logit_many(texts)
-        return np.asarray(1.0 / (1.0 + np.exp(-z)), dtype=np.float64)
+        # clipped: a logit past +-60 is 0 or 1 to double precision, and exp would overflow
+        return np.asarray(1.0 / (1.0 + np.exp(-np.clip(z, -60.0, 60.0))), dtype=np.float64)
 
     def _linear(self, vectors: Array, feats: Array) -> npt.NDArray[np.float64]:
         standardised = (feats - self.feature_mean) / self.feature_std

@@ -15,8 +15,9 @@ rules and prices of examples/gateway-full.yaml:
    the classifier, as ``bench run`` does with its labelled sample (``learned_router.below_floor``);
 3. the model: fitted with the prior on every row.
 
-The workload's later part, whose questions were never sent, then scores three routings by its
-labels: the rules alone (every other question to the default lane), the rules with the shipped
+About ``unseen`` items spread evenly through the workload are kept back (never sent: a long
+build's tail is another mix, ``scoring.split_interleaved``); their labels then score three
+routings: the rules alone (every other question to the default lane), the rules with the shipped
 classifier at the config's threshold, and the rules with the learned one.  Quality is the
 bench's (an answer at least as good as the heavy model's); relative cost counts a light answer
 at the channels' price ratio (``light_cost_of``).  Requests carry no category, so no gates.
@@ -47,7 +48,7 @@ from hybrid_gateway.routing.training import TrainingSet, prompt_folds, scores_of
 from hybrid_gateway.tools.bench.learned_router import below_floor
 from hybrid_gateway.tools.bench.strategies import FULL_CONFIG
 from hybrid_gateway.tools.learncurve.router_curve import router_config, spend
-from hybrid_gateway.tools.learncurve.scoring import split_unseen
+from hybrid_gateway.tools.learncurve.scoring import split_interleaved
 from hybrid_gateway.tools.learncurve.stack import running, send, settled_audits
 from hybrid_gateway.tools.workload.export import router_rows
 from hybrid_gateway.tools.workload.schema import read_workload
@@ -63,7 +64,7 @@ FOLDS = 5
 class DefaultSettings:
     folder: Path
     workload: Path
-    unseen: int  # items at the workload's end kept for scoring, never sent
+    unseen: int  # items spread evenly through the workload, kept for scoring, never sent
     rate: float  # learning.audit.router.rate
     concurrency: int = 16
     floor: float = 0.99
@@ -72,7 +73,7 @@ class DefaultSettings:
 
 
 def run_default_goal(s: DefaultSettings) -> JsonDict:
-    first, unseen = split_unseen(read_workload(s.workload), s.unseen)
+    first, unseen = split_interleaved(read_workload(s.workload), s.unseen)
     log = s.folder / "requests.sqlite3"
     with running(s.folder, s.workload, lambda ups: router_config(s.folder, ups, s.rate)) as gw:
         send(gw.url, first, s.concurrency)

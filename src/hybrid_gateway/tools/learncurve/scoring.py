@@ -27,6 +27,7 @@ __all__ = [
     "cache_tally",
     "curve_at",
     "router_figures",
+    "split_interleaved",
     "split_unseen",
     "wilson_upper",
 ]
@@ -49,6 +50,28 @@ def split_unseen(
         if text not in asked:
             asked.add(text)
             later.append(item)
+    return first, later
+
+
+def split_interleaved(
+    items: Sequence[WorkloadItem], unseen: int
+) -> tuple[list[WorkloadItem], list[WorkloadItem]]:
+    """(the items sent, about ``unseen`` items spread evenly through the workload): every k-th
+    item is kept back, less any whose question a sent item also asks and any repeat among them.
+    A long build drifts (``workload build`` says where its smaller sources run out), so its
+    last items are another mix than the rest; an even spread keeps the sent part's mix."""
+    if not 0 < unseen < len(items):
+        raise ValueError(f"the unseen part must be between 1 and {len(items) - 1} items")
+    step = len(items) / unseen
+    held = {int(k * step) for k in range(unseen)}
+    first = [item for n, item in enumerate(items) if n not in held]
+    asked = {last_user_text(i.messages) for i in first}
+    later: list[WorkloadItem] = []
+    for n in sorted(held):
+        text = last_user_text(items[n].messages)
+        if text not in asked:
+            asked.add(text)
+            later.append(items[n])
     return first, later
 
 
