@@ -105,7 +105,8 @@ def markdown(report: Mapping[str, Any]) -> str:
            f"`{report['command']}`", "", "| goal | target | measured | met |",
            "|---|---|---|---|"]  # fmt: skip
     for v in report["verdicts"]:
-        out.append(f"| {v['goal']} ({v['note']}) | {v['target']} | {v['measured']} | "
+        note = f" ({v['note']})" if v["note"] else ""
+        out.append(f"| {v['goal']}{note} | {v['target']} | {v['measured']} | "
                    f"{'yes' if v['met'] else 'NO'} |")  # fmt: skip
     router = report.get("router")
     if router:
