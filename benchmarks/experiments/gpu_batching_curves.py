@@ -130,6 +130,58 @@ def prefill(m: Model, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> 
     return F.linear(rms(x[-1:], m.norm), m.head).argmax(-1)
 
 
+def mixed_step(m: Model, x: torch.Tensor, cache: torch.Tensor, rot: tuple[torch.Tensor, ...],
+               batch: int) -> torch.Tensor:
+    """``batch`` decode tokens (the first rows, each against its cache) and one prompt chunk of
+    the remaining P rows (causal among themselves) in one forward pass: the linear layers run
+    on all the rows at once, as a server with chunked prefill batches them."""
+    cos, sin, pcos, psin = rot
+    n = x.shape[0]
+    p, group = n - batch, m.heads // m.kv_heads
+    for i, blk in enumerate(m.blocks):
+        qkv = F.linear(rms(x, blk["n1"]), blk["qkv"])
+        q, k, v = qkv.split(
+            (m.heads * m.head_dim, m.kv_heads * m.head_dim, m.kv_heads * m.head_dim), dim=-1
+        )
+        qd = rope(q[:batch].view(batch, m.kv_heads, group, m.head_dim), cos, sin)
+        cache[i, 0, :, :, -1] = rope(k[:batch].view(batch, m.kv_heads, m.head_dim), cos, sin)
+        cache[i, 1, :, :, -1] = v[:batch].view(batch, m.kv_heads, m.head_dim)
+        od = F.scaled_dot_product_attention(qd, cache[i, 0], cache[i, 1])
+        qp = rope(q[batch:].view(p, m.heads, m.head_dim).transpose(0, 1), pcos, psin)
+        kp = rope(k[batch:].view(p, m.kv_heads, m.head_dim).transpose(0, 1), pcos, psin)
+        vp = v[batch:].view(p, m.kv_heads, m.head_dim).transpose(0, 1)
+        kp, vp = kp.repeat_interleave(group, dim=0), vp.repeat_interleave(group, dim=0)
+        op = F.scaled_dot_product_attention(qp[None], kp[None], vp[None], is_causal=True)[0]
+        o = torch.cat([od.reshape(batch, -1), op.transpose(0, 1).reshape(p, -1)])
+        x = x + F.linear(o, blk["o"])
+        gate, up = F.linear(rms(x, blk["n2"]), blk["gu"]).chunk(2, dim=-1)
+        x = x + F.linear(F.silu(gate) * up, blk["down"])
+    return F.linear(rms(x[: batch + 1], m.norm), m.head).argmax(-1)
+
+
+def mixed_ms(m: Model, pool: torch.Tensor, batch: int, ctx: int, prompt: int, reps: int,
+             device: str) -> dict[str, float]:
+    """A step of ``batch`` decodes plus a ``prompt``-token chunk, against each part alone."""
+    cache = pool[: m.layers * 2 * batch * m.kv_heads * ctx * m.head_dim].view(
+        m.layers, 2, batch, m.kv_heads, ctx, m.head_dim
+    )
+    dtype = pool.dtype
+    x = torch.randn(batch + prompt, m.hidden, device=device, dtype=dtype)
+    rot = (torch.rand(m.head_dim // 2, device=device, dtype=dtype),
+           torch.rand(m.head_dim // 2, device=device, dtype=dtype),
+           torch.rand(prompt, m.head_dim // 2, device=device, dtype=dtype),
+           torch.rand(prompt, m.head_dim // 2, device=device, dtype=dtype))
+
+    def run(step: Any) -> float:
+        return graphed_ms(step, reps) if device == "cuda" else timed(step, device, reps)
+
+    return {
+        "mixed_ms": run(lambda: mixed_step(m, x, cache, rot, batch)),
+        "decode_ms": run(lambda: decode_step(m, x[:batch], cache, rot[0], rot[1])),
+        "prefill_ms": run(lambda: prefill(m, x[batch:], rot[2], rot[3])),
+    }
+
+
 def timed(fn: Any, device: str, reps: int) -> float:
     """Median milliseconds of fn() over reps runs, after two warm-ups."""
     for _ in range(2):
@@ -208,6 +260,19 @@ def measure_curves(m: Model, pool: torch.Tensor, args: argparse.Namespace,
               flush=True)
 
 
+def measure_mixed(m: Model, pool: torch.Tensor, args: argparse.Namespace,
+                  entry: dict[str, Any]) -> None:
+    ctx = 64 if args.tiny else 2048
+    for batch in (4, 8) if args.tiny else (8, 64):
+        for prompt in (16, 32) if args.tiny else (128, 512, 2048):
+            got = mixed_ms(m, pool, batch, ctx, prompt, args.reps, args.device)
+            entry.setdefault("mixed", []).append({"batch": batch, "ctx": ctx, "prompt": prompt,
+                                                  **got})
+            print(f"  b={batch:3d} ctx={ctx} + prompt {prompt:5d}: mixed {got['mixed_ms']:8.3f}"
+                  f" ms, decode alone {got['decode_ms']:8.3f}, prompt alone "
+                  f"{got['prefill_ms']:8.3f}", flush=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, required=True)
@@ -216,6 +281,8 @@ def main() -> int:
     parser.add_argument("--models", default=",".join(SHAPES))
     parser.add_argument("--kv-gib", type=float, default=40.0, help="KV pool per model, GiB")
     parser.add_argument("--reps", type=int, default=15)
+    parser.add_argument("--mixed", action="store_true",
+                        help="only steps that mix decodes with a prompt chunk, and each alone")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     dtype = torch.bfloat16 if args.device == "cuda" else torch.float32
@@ -242,7 +309,10 @@ def main() -> int:
         report["models"][name] = entry
         print(f"{name}: {m.params / 1e9:.2f} B params, KV {per_token} B/token, "
               f"pool {budget} tokens", flush=True)
-        measure_curves(m, pool, args, entry, budget, dtype)
+        if args.mixed:
+            measure_mixed(m, pool, args, entry)
+        else:
+            measure_curves(m, pool, args, entry, budget, dtype)
         entry["seconds"] = round(time.perf_counter() - t0, 1)
         (args.out / "curves.json").write_text(json.dumps(report, indent=1))
         del m, pool
