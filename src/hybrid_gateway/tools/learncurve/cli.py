@@ -83,9 +83,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     router.add_argument("--prior-l2", type=float, default=30.0, help="router train --prior-l2")
     default = parser.add_argument_group("default-workload goal (--part default or all)")
     default.add_argument("--default-workload", type=Path, help="a default workload (else built)")
-    default.add_argument("--default-size", type=int, default=10000, help="items of the built one")
-    default.add_argument("--default-unseen", type=int, default=2000,
-                         help="last items, never sent, that score the routings (2000)")
+    default.add_argument("--default-size", type=int, default=24000,
+                         help="items of the built one (24000: about 840 audits at 0.04)")
+    default.add_argument("--default-unseen", type=int, default=3000,
+                         help="items spread through it, never sent, that score the routings")
     default.add_argument("--default-rate", type=float, default=0.04,
                          help="learning.audit.router.rate while the first part is sent (0.04)")
     default.add_argument("--default-floor", type=float, default=0.99,
