@@ -191,3 +191,30 @@ def test_a_light_rule_below_the_floor_is_handed_to_the_classifier(learned: Learn
     assert "lane" not in rules["short-single-turn"]
     assert rules["long-question"]["lane"] == "heavy"
     assert "handed to the classifier: short-single-turn" in handed.note()
+
+
+def test_the_built_sample_is_of_the_measured_workloads_kind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`bench run --kind hard` learns from a hard sample (seed + 1000), not a default one."""
+    import argparse
+
+    from hybrid_gateway.tools.bench import runner
+
+    built: list[tuple[int, int, str]] = []
+
+    def build(out: Path, size: int, seed: int, kind: str) -> Path:
+        built.append((size, seed, kind))
+        return out
+
+    learned_from: list[list[Path]] = []
+    monkeypatch.setattr(runner, "build_workload", build)
+    monkeypatch.setattr(runner, "learn_from_files",
+                        lambda samples, *rest: learned_from.append(samples))  # fmt: skip
+    args = argparse.Namespace(strategies=["heavy-only", "full"], router_sample=None,
+                              router_sample_size=300, seed=7, kind="hard", router_floor=0.99)
+    runner._learned_router(args, tmp_path, tmp_path / "w.jsonl")
+    assert built == [(300, 1007, "hard")]
+    assert learned_from == [[tmp_path / "router-sample.jsonl"]]
+    args.strategies = ["heavy-only", "full-no-classifier"]
+    assert runner._learned_router(args, tmp_path, tmp_path / "w.jsonl") is None

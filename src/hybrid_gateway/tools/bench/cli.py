@@ -117,7 +117,8 @@ def _load_arguments(parser: argparse.ArgumentParser) -> None:
         nargs="+",
         default=None,
         help="labelled workloads to learn it from; every question the measured workload asks "
-        "is left out (default: one built with --seed + 1000 and --router-sample-size items)",
+        "is left out (default: one of --kind built with --seed + 1000 and --router-sample-size "
+        "items)",
     )
     router.add_argument(
         "--router-sample-size",

@@ -153,14 +153,14 @@ def _plan(args: argparse.Namespace, run_dir: Path) -> Plan:
 def _learned_router(
     args: argparse.Namespace, run_dir: Path, workload: Path
 ) -> LearnedRouter | None:
-    """The full strategies' classifier from ``--router-sample`` (or a built sample, seed
-    ``--seed`` + 1000), when a strategy that has one runs (learned_router.py)."""
+    """The full strategies' classifier from ``--router-sample`` (or a built sample of
+    ``--kind``, seed ``--seed`` + 1000), when a strategy that has one runs (learned_router.py)."""
     if not any(n.startswith("full") and n != "full-no-classifier" for n in args.strategies):
         return None
     samples = list(args.router_sample or ())
     if not samples and args.router_sample_size > 0:
         out = run_dir / "router-sample.jsonl"
-        samples = [build_workload(out, args.router_sample_size, args.seed + 1000, "default")]
+        samples = [build_workload(out, args.router_sample_size, args.seed + 1000, args.kind)]
     if not samples:
         return None
     return learn_from_files(samples, workload, FULL_CONFIG, run_dir / "router", args.router_floor)
