@@ -76,6 +76,15 @@ class Model:
     def kv_bytes_per_token(self, dtype_bytes: int) -> int:
         return 2 * self.layers * self.kv_heads * self.head_dim * dtype_bytes
 
+    def kv_cache(self, pool: torch.Tensor, batch: int, ctx: int) -> torch.Tensor:
+        """[layers, 2, batch, kv_heads, ctx, head_dim] at the start of ``pool``."""
+        shape = (self.layers, 2, batch, self.kv_heads, ctx, self.head_dim)
+        return pool[: math.prod(shape)].view(*shape)
+
+    def split_qkv(self, qkv: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        kv = self.kv_heads * self.head_dim
+        return qkv.split((self.heads * self.head_dim, kv, kv), dim=-1)
+
 
 def rms(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     var = x.float().pow(2).mean(-1, keepdim=True)
@@ -96,9 +105,7 @@ def decode_step(m: Model, x: torch.Tensor, cache: torch.Tensor, cos: torch.Tenso
     for i, blk in enumerate(m.blocks):
         h = rms(x, blk["n1"])
         qkv = F.linear(h, blk["qkv"])
-        q, k, v = qkv.split(
-            (m.heads * m.head_dim, m.kv_heads * m.head_dim, m.kv_heads * m.head_dim), dim=-1
-        )
+        q, k, v = m.split_qkv(qkv)
         q = rope(q.view(b, m.kv_heads, group, m.head_dim), cos, sin)
         k = rope(k.view(b, m.kv_heads, m.head_dim), cos, sin)
         cache[i, 0, :, :, -1] = k  # the new token's K and V go into the last cache position
@@ -116,9 +123,7 @@ def prefill(m: Model, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> 
     group = m.heads // m.kv_heads
     for blk in m.blocks:
         qkv = F.linear(rms(x, blk["n1"]), blk["qkv"])
-        q, k, v = qkv.split(
-            (m.heads * m.head_dim, m.kv_heads * m.head_dim, m.kv_heads * m.head_dim), dim=-1
-        )
+        q, k, v = m.split_qkv(qkv)
         q = rope(q.view(p, m.heads, m.head_dim).transpose(0, 1), cos, sin)
         k = rope(k.view(p, m.kv_heads, m.head_dim).transpose(0, 1), cos, sin)
         v = v.view(p, m.kv_heads, m.head_dim).transpose(0, 1)
@@ -140,9 +145,7 @@ def mixed_step(m: Model, x: torch.Tensor, cache: torch.Tensor, rot: tuple[torch.
     p, group = n - batch, m.heads // m.kv_heads
     for i, blk in enumerate(m.blocks):
         qkv = F.linear(rms(x, blk["n1"]), blk["qkv"])
-        q, k, v = qkv.split(
-            (m.heads * m.head_dim, m.kv_heads * m.head_dim, m.kv_heads * m.head_dim), dim=-1
-        )
+        q, k, v = m.split_qkv(qkv)
         qd = rope(q[:batch].view(batch, m.kv_heads, group, m.head_dim), cos, sin)
         cache[i, 0, :, :, -1] = rope(k[:batch].view(batch, m.kv_heads, m.head_dim), cos, sin)
         cache[i, 1, :, :, -1] = v[:batch].view(batch, m.kv_heads, m.head_dim)
@@ -162,9 +165,7 @@ def mixed_step(m: Model, x: torch.Tensor, cache: torch.Tensor, rot: tuple[torch.
 def mixed_ms(m: Model, pool: torch.Tensor, batch: int, ctx: int, prompt: int, reps: int,
              device: str) -> dict[str, float]:
     """A step of ``batch`` decodes plus a ``prompt``-token chunk, against each part alone."""
-    cache = pool[: m.layers * 2 * batch * m.kv_heads * ctx * m.head_dim].view(
-        m.layers, 2, batch, m.kv_heads, ctx, m.head_dim
-    )
+    cache = m.kv_cache(pool, batch, ctx)
     dtype = pool.dtype
     x = torch.randn(batch + prompt, m.hidden, device=device, dtype=dtype)
     rot = (torch.rand(m.head_dim // 2, device=device, dtype=dtype),
@@ -204,9 +205,7 @@ def timed(fn: Any, device: str, reps: int) -> float:
 
 
 def decode_ms(m: Model, pool: torch.Tensor, batch: int, ctx: int, device: str, reps: int) -> float:
-    cache = pool[: m.layers * 2 * batch * m.kv_heads * ctx * m.head_dim].view(
-        m.layers, 2, batch, m.kv_heads, ctx, m.head_dim
-    )
+    cache = m.kv_cache(pool, batch, ctx)
     x = torch.randn(batch, m.hidden, device=device, dtype=pool.dtype)
     cos = torch.rand(m.head_dim // 2, device=device, dtype=pool.dtype)
     sin = torch.rand(m.head_dim // 2, device=device, dtype=pool.dtype)

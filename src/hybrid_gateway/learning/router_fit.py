@@ -31,7 +31,7 @@ import numpy as np
 import numpy.typing as npt
 
 from hybrid_gateway.learning.labels import Label
-from hybrid_gateway.routing.classifier import ClassifierModel, RouterModelError
+from hybrid_gateway.routing.classifier import ClassifierModel, RouterModelError, sigmoid
 from hybrid_gateway.routing.heads import LinearHead
 from hybrid_gateway.routing.outcomes import OutcomeRow
 from hybrid_gateway.routing.training import TrainingSet, scores_of, soft_targets
@@ -94,7 +94,7 @@ def _newton_towards(x: F64, t: F64, prior: F64, l2: float, iterations: int) -> F
     coef = prior.copy()
     current = _penalised_loss(x, t, coef, prior, penalty)
     for _ in range(iterations):
-        p = _sigmoid(x @ coef)
+        p = sigmoid(x @ coef)
         grad = x.T @ (p - t) + penalty * (coef - prior)
         hess = (x * (p * (1 - p))[:, None]).T @ x + np.diag(penalty) + 1e-9 * np.eye(len(coef))
         step = np.linalg.solve(hess, grad)
@@ -114,10 +114,6 @@ def _newton_towards(x: F64, t: F64, prior: F64, l2: float, iterations: int) -> F
 
 
 _MIN_SCALE = 1.0 / 1024
-
-
-def _sigmoid(z: F64) -> F64:
-    return np.asarray(1.0 / (1.0 + np.exp(-np.clip(z, -60.0, 60.0))), dtype=np.float64)
 
 
 def _penalised_loss(x: F64, t: F64, coef: F64, prior: F64, penalty: F64) -> float:

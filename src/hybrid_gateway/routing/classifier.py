@@ -44,6 +44,13 @@ class RouterModelError(ValueError):
     """A model file that cannot be used here: unreadable, another format, another embedder."""
 
 
+def sigmoid(z: npt.ArrayLike) -> npt.NDArray[np.float64]:
+    """The logistic function, its logit clipped at +-60: past that it is 0 or 1 to double
+    precision, and ``exp`` would overflow."""
+    clipped = np.clip(np.asarray(z), -60.0, 60.0)
+    return np.asarray(1.0 / (1.0 + np.exp(-clipped)), dtype=np.float64)
+
+
 @dataclass(frozen=True, slots=True)
 class ClassifierModel:
     namespace: str  # embedder model_id@version the weights were trained with
@@ -65,7 +72,7 @@ class ClassifierModel:
         z = self._linear(vector[None, :], text_features(text)[None, :])
         if self.ngrams is not None:
             z = z + self.ngrams.logit(text)
-        return float(1.0 / (1.0 + np.exp(-np.clip(z[0], -60.0, 60.0))))
+        return float(sigmoid(z)[0])
 
     def p_complex_many(
         self, vectors: Array, feats: Array, texts: Sequence[str]
@@ -74,8 +81,7 @@ class ClassifierModel:
         z = self._linear(vectors, feats)
         if self.ngrams is not None:
             z = z + self.ngrams.logit_many(texts)
-        # clipped: a logit past +-60 is 0 or 1 to double precision, and exp would overflow
-        return np.asarray(1.0 / (1.0 + np.exp(-np.clip(z, -60.0, 60.0))), dtype=np.float64)
+        return sigmoid(z)
 
     def _linear(self, vectors: Array, feats: Array) -> npt.NDArray[np.float64]:
         standardised = (feats - self.feature_mean) / self.feature_std

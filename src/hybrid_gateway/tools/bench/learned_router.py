@@ -45,7 +45,14 @@ from hybrid_gateway.tools.router_distil import as_model, fit_student
 from hybrid_gateway.tools.workload.export import router_rows
 from hybrid_gateway.tools.workload.schema import WorkloadItem, question, read_workload
 
-__all__ = ["LearnedRouter", "RouterLearnError", "apply", "learn_from_files", "learn_router"]
+__all__ = [
+    "LearnedRouter",
+    "RouterLearnError",
+    "apply",
+    "hand_over",
+    "learn_from_files",
+    "learn_router",
+]
 
 MIN_ROWS = 50  # fewer labelled questions say nothing a threshold could rest on
 MIN_RULE_ROWS = 20  # a rule judged on fewer questions is not handed over (as category gates)
@@ -123,7 +130,7 @@ def learn_router(
     decided = rule_decisions(config, rows)
     handed = below_floor(decided, rows, floor)
     if handed:  # their questions go to the classifier instead (apply edits the rules so)
-        decided = [RuleDecision("", None) if d.rule in handed else d for d in decided]
+        decided = hand_over(decided, handed)
     result = calibrate(
         out_of_fold_scores(data, namespace, FOLDS),
         data.weak,
@@ -184,6 +191,11 @@ def below_floor(
         for rule, (weak, strong) in sums.items()
         if counts[rule] >= MIN_RULE_ROWS and strong > 0 and weak / strong < floor
     }
+
+
+def hand_over(decided: Sequence[RuleDecision], rules: Collection[str]) -> list[RuleDecision]:
+    """``decided`` with the questions of ``rules`` left to the classifier."""
+    return [RuleDecision("", None) if d.rule in rules else d for d in decided]
 
 
 def _distil(model: Any, rows: Sequence[OutcomeRow], embed_cache: Path | None, out: Path) -> None:

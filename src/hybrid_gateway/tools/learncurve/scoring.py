@@ -43,14 +43,7 @@ def split_unseen(
     if not 0 < unseen < len(items):
         raise ValueError(f"the unseen part must be between 1 and {len(items) - 1} items")
     first = list(items[:-unseen])
-    asked = {last_user_text(i.messages) for i in first}
-    later: list[WorkloadItem] = []
-    for item in items[-unseen:]:
-        text = last_user_text(item.messages)
-        if text not in asked:
-            asked.add(text)
-            later.append(item)
-    return first, later
+    return first, _never_asked(items[-unseen:], first)
 
 
 def split_interleaved(
@@ -65,14 +58,21 @@ def split_interleaved(
     step = len(items) / unseen
     held = {int(k * step) for k in range(unseen)}
     first = [item for n, item in enumerate(items) if n not in held]
-    asked = {last_user_text(i.messages) for i in first}
+    return first, _never_asked([items[n] for n in sorted(held)], first)
+
+
+def _never_asked(
+    candidates: Sequence[WorkloadItem], sent: Sequence[WorkloadItem]
+) -> list[WorkloadItem]:
+    """``candidates`` less any whose question ``sent`` asks and any repeat among them."""
+    asked = {last_user_text(i.messages) for i in sent}
     later: list[WorkloadItem] = []
-    for n in sorted(held):
-        text = last_user_text(items[n].messages)
+    for item in candidates:
+        text = last_user_text(item.messages)
         if text not in asked:
             asked.add(text)
-            later.append(items[n])
-    return first, later
+            later.append(item)
+    return later
 
 
 def _quality_by_k(scores: F64, weak: F64, strong: F64) -> F64:
