@@ -33,16 +33,17 @@ step = st.tuples(
     n=st.integers(2, 8),
     steps=st.lists(step, min_size=1, max_size=40),
     guard=st.sampled_from([0.0, 0.5, 8.0]),  # balance_abs
+    slack=st.sampled_from([0.0, 0.2, 1.0]),  # match_slack
 )
 def test_prefix_affinity_never_picks_an_ejected_endpoint_nor_breaks_its_load_guard(
-    n: int, steps: list[tuple[int, str, int, int, int]], guard: float
+    n: int, steps: list[tuple[int, str, int, int, int]], guard: float, slack: float
 ) -> None:
     clock = ManualClock()
     eps = endpoints(n, clock)
     for e in eps:
         e.max_concurrency = 1000
     config = BalancingConfig(policy="prefix_affinity", block_chars=32, balance_abs=guard,
-                             balance_rel=REL, match_threshold=0.3)  # fmt: skip
+                             balance_rel=REL, match_threshold=0.3, match_slack=slack)  # fmt: skip
     channel = ChannelConfig(base_url="http://127.0.0.1:9/v1", model="m")
     pool = EndpointPool("c", channel, eps, PrefixAffinity(config, n), clock)
     for which, action, load, system, turns in steps:

@@ -6,12 +6,16 @@ conversation costs its new text).  The policy remembers which endpoints were sen
 hash (one LRU of at most ``max_blocks`` hashes over all endpoints, each with a bit mask:
 bounded memory; two generations, the older dropped when the newer holds half: an LRU to within
 a factor 2) and walks the request's chain while some candidate holds it, noting how deep each
-candidate's match goes.  The longest match's endpoint (the least loaded of those tied) takes
-the request if the match covers ``match_threshold`` of its blocks and the load guard allows;
-if the guard rules it out, the endpoint of the next shorter match still above the threshold
-(a shared system prompt, say) that the guard allows; failing those, or below the threshold,
-the least loaded candidate.  Either way the chosen endpoint is recorded as holding every
-block of the request (as SGLang's cache_aware router does).
+candidate's match goes.  The endpoints of the longest match, and of every match at most
+``match_slack`` of the request's blocks shorter, form one group, and the least loaded of them
+takes the request (a tie keeps the longer match), if the longest match covers
+``match_threshold`` of its blocks and the load guard allows; if the guard rules it out, the
+endpoint of the next shorter match still above the threshold (a shared system prompt, say)
+that the guard allows; failing those, or below the threshold, the least loaded candidate.
+Either way the chosen endpoint is recorded as holding every block of the request (as SGLang's
+cache_aware router does).  So a conversation the guard once moved has two homes, the second
+behind by a few messages, and its next turns go to whichever is less busy: balance for the
+prefill of a few messages instead of the whole conversation.
 
 Load guard: an endpoint is passed over when its in-flight count n is both more than
 ``balance_abs`` above the candidates' mean and more than ``balance_rel`` times it:
@@ -19,9 +23,10 @@ Load guard: an endpoint is passed over when its in-flight count n is both more t
 the least loaded worker, at 64 / 1.5; with a few requests in flight per server some server is
 idle at most instants, so a guard against the least loaded either never trips (a large
 ``balance_abs``) or moves most conversations off their cache (a small one).  Against the mean,
-the defaults (1 / 1.5) trip at 4 in flight when the mean is 2 and at 151 when it is 100: a
-pile-up (a restarted server left idle, a burst on one prefix), not the jitter of a few
-requests; 0.5 / 1.25 trips at 3 and 126, trading cache hits for evenness.
+the defaults (0.25 / 1.25) trip at 2 in flight when the mean is 1.5, at 3 when it is 2 and at
+126 when it is 100; 1 / 1.5 trips at 4 (mean 2) and 151, keeping more conversations home and
+the servers' loads less even (docs/replicas.md, *Load imbalance*, has the trade measured).
+
 The walk, the masks and the guard are plain ints; the mean is one C-level sum, computed only
 when the target has more than ``balance_abs`` in flight.  An ejected endpoint is forgotten
 (its bit cleared in one pass over the LRU): its server may have restarted cold.  A reload that
@@ -66,6 +71,7 @@ class PrefixAffinity:
         self._threshold = config.match_threshold
         self._max_blocks = config.max_blocks
         self._abs, self._rel = config.balance_abs, config.balance_rel
+        self._slack = config.match_slack
         self._endpoints = endpoints
         self._all = (1 << endpoints) - 1
 
@@ -103,27 +109,40 @@ class PrefixAffinity:
     def choose(self, candidates: Sequence[Endpoint], request: Request) -> Choice:
         chain = self.chain(request)
         levels, noted = self._matches(candidates, chain)
-        top = levels[-1][0] / len(chain) if levels else 0.0
+        size = len(chain)
+        top = levels[-1][0] / size if levels else 0.0
         if top < self._threshold:
             spread = self._spread(candidates)
             self._remember(spread, chain)
             return Choice(spread, f"match={top:.2f}; least_loaded")
+        near = max(self._threshold, top - self._slack)  # these shares count as the longest
         mean = -1.0  # the candidates' mean in-flight count, once needed
-        for depth, bits in reversed(levels):  # the longest match first, then shorter ones
-            if depth / len(chain) < self._threshold:
+        guarded = False
+        target: Endpoint | None = None
+        own = 0  # the target's match, in blocks
+        for i in range(len(levels) - 1, -1, -1):  # the longest match first, then shorter ones
+            depth, level = levels[i]
+            if depth / size < self._threshold:
                 break
-            holders = _holders(candidates, bits)
-            target = holders[0] if len(holders) == 1 else least_loaded(holders)
+            holders = _holders(candidates, level)
+            best = holders[0] if len(holders) == 1 else least_loaded(holders)
+            if target is None or best.load < target.load:  # (a tie keeps the longer match)
+                target, own = best, depth
+            if depth / size >= near and i and levels[i - 1][0] / size >= near:
+                continue  # a match within match_slack of the longest: one group with it
             if target.in_flight > self._abs:  # (else within balance_abs of any mean)
                 if mean < 0:
                     mean = sum(map(_IN_FLIGHT, candidates)) / len(candidates)
                 if not self._guard_allows(target.in_flight, mean):
+                    guarded, target = True, None
                     continue
-            if depth == levels[-1][0]:
+            if own == levels[-1][0]:  # it holds the longest match
                 self._remember(target, chain, noted)
                 return Choice(target, f"match={top:.2f}")
             self._remember(target, chain)
-            return Choice(target, f"match={top:.2f}; guard=load")
+            if guarded:
+                return Choice(target, f"match={top:.2f}; guard=load")
+            return Choice(target, f"match={top:.2f}; near={own / size:.2f}")
         spread = self._spread(candidates)
         self._remember(spread, chain)
         return Choice(spread, f"match={top:.2f}; guard=load")

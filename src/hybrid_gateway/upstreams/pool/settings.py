@@ -44,14 +44,22 @@ class BalancingConfig(Strict):
     # prefix_affinity: go where the longest known prefix is, if it covers this share of the
     # request's blocks; below it, the least loaded endpoint (SGLang cache_aware: 0.3).
     match_threshold: Annotated[float, Field(ge=0, le=1)] = 0.3
+    # prefix_affinity: the endpoints whose match is at most this share of the request's blocks
+    # shorter than the longest (and still above match_threshold) count as holding it too; the
+    # least loaded of them takes the request.  A conversation the guard once moved has two
+    # homes, and its next turns go to whichever is less busy for the prefill of a few
+    # messages.  0: only the longest match's endpoints.
+    match_slack: Annotated[float, Field(ge=0, le=1)] = 0.3
     # prefix_affinity: block hashes remembered over all endpoints (LRU beyond it).
     max_blocks: Annotated[int, Field(ge=64, le=10_000_000)] = 200_000
     # prefix_affinity load guard: an endpoint is passed over (for a shorter match's, else the
     # least loaded) when its in-flight count n is both more than balance_abs above the
     # candidates' mean and more than balance_rel times it (SGLang's form, against the mean
     # rather than the least loaded): n - mean > balance_abs and n > balance_rel * mean.
-    balance_abs: NonNegFloat = 1.0
-    balance_rel: Annotated[float, Field(ge=1)] = 1.5
+    # The defaults trip at 2 in flight when the mean is 1.5, at 3 when it is 2, at 126 when it
+    # is 100.
+    balance_abs: NonNegFloat = 0.25
+    balance_rel: Annotated[float, Field(ge=1)] = 1.25
     # session: the key is the request's `user`, or this request header when given (the header
     # wins when both are present); requests without a key go least_outstanding.
     session_header: Annotated[str, Field(min_length=1, max_length=128)] | None = None
