@@ -125,6 +125,12 @@ class ChannelConfig(_Strict):
     context_tokens: PositiveInt | None = None
     # Largest n a profile without native n answers by parallel calls (0: n > 1 is a 400).
     fan_out_n: Annotated[int, Field(ge=0, le=128)] = 16
+    # With endpoints: a stream that breaks mid-way (its server died) is sent again to another
+    # endpoint and the client's stream continues where it stopped, if the new answer repeats
+    # what was sent word for word (else the client sees the break, as without it).
+    # ``deterministic``: when the request asked temperature 0 or a seed; ``always``: for
+    # servers that answer a prompt the same way each time; ``off`` (upstreams/pool/resume.py).
+    resume_streams: Literal["off", "deterministic", "always"] = "deterministic"
 
     @model_validator(mode="before")
     @classmethod

@@ -1,5 +1,6 @@
 """A loopback chat server per endpoint whose answer can be switched: ok, an HTTP status, or a
-stream cut after its first event.  It counts the requests it got."""
+stream cut after its first event (``cut``) or its first N words (``cut=N``).  A stream sends
+``words`` one per event, with ``stream_id`` as its id.  It counts the requests it got."""
 
 from __future__ import annotations
 
@@ -19,8 +20,10 @@ ANSWER = {"id": "x", "object": "chat.completion", "model": "m", "choices": [
 @dataclass
 class Replica:
     server: TestServer
-    mode: str = "ok"  # ok | status=NNN | cut
+    mode: str = "ok"  # ok | status=NNN | cut | cut=N
     chats: int = 0
+    words: tuple[str, ...] = ("ok",)
+    stream_id: str = "x"
     checks: int = 0
 
     @property
@@ -40,13 +43,22 @@ def _app(replica_ref: list[Replica]) -> web.Application:
             return web.json_response(ANSWER)
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
-        chunk = {"id": "x", "object": "chat.completion.chunk", "choices": [
-            {"index": 0, "delta": {"content": "ok"}, "finish_reason": None}]}  # fmt: skip
-        await response.write(b"data: " + orjson.dumps(chunk) + b"\n\n")
-        if replica.mode == "cut":
+        cut = 1 if replica.mode == "cut" else None
+        if replica.mode.startswith("cut="):
+            cut = int(replica.mode.split("=")[1])
+        for i, word in enumerate(replica.words):
+            if i == cut:
+                break
+            chunk = {"id": replica.stream_id, "object": "chat.completion.chunk", "choices": [
+                {"index": 0, "delta": {"content": word}, "finish_reason": None}]}  # fmt: skip
+            await response.write(b"data: " + orjson.dumps(chunk) + b"\n\n")
+        if cut is not None:
             assert request.transport is not None
             request.transport.close()
             return response
+        end = {"id": replica.stream_id, "object": "chat.completion.chunk", "choices": [
+            {"index": 0, "delta": {}, "finish_reason": "stop"}]}  # fmt: skip
+        await response.write(b"data: " + orjson.dumps(end) + b"\n\n")
         await response.write(b"data: [DONE]\n\n")
         await response.write_eof()
         return response

@@ -187,6 +187,8 @@ def _gateway_config(args: argparse.Namespace, ports: list[int], policy: str, wor
                    "log": {"level": "WARNING"}},
         "channels": {"pool": {
             "model": "light-model", "timeout_s": 30, "connect_timeout_s": 1,
+            # the emulator answers a prompt the same way on every replica (as greedy decoding)
+            "resume_streams": "always",
             "endpoints": [{"url": f"http://127.0.0.1:{p}/v1", "name": f"r{i}"}
                           for i, p in enumerate(ports)],
             "balancing": {"policy": policy, "balance_abs": args.balance_abs,

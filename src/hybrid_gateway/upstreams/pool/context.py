@@ -46,6 +46,16 @@ class Attempts:
         if route is not None and route.channel == choice.channel:
             self.record.route = replace(route, endpoint=choice)
 
+    def resumed(self, channel: str, broken: str, chars: int) -> None:
+        """The stream now answering was resent after ``broken`` died ``chars`` characters into
+        it: said in the endpoint's reason (x-gateway-route is gone by then; the request log)."""
+        route = self.record.route
+        choice = route.endpoint if route is not None else None
+        if route is not None and choice is not None and choice.channel == channel:
+            note = f"resumed_from={broken}; resumed_at={chars}"
+            reason = f"{choice.reason}; {note}" if choice.reason else note
+            self.record.route = replace(route, endpoint=replace(choice, reason=reason))
+
 
 def bind_attempts(record: RequestRecord) -> None:
     """Attempts from now on in this task dispatch ``record`` (the dispatcher, before the first)."""

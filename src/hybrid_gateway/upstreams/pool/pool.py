@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import logging
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, replace
@@ -38,8 +39,11 @@ from hybrid_gateway.upstreams.pool.endpoint import Endpoint, Request
 from hybrid_gateway.upstreams.pool.health import HealthState
 from hybrid_gateway.upstreams.pool.maker import EndpointMaker
 from hybrid_gateway.upstreams.pool.policies import Policy
+from hybrid_gateway.upstreams.pool.resume import WatchedStream, should_resume
 
 __all__ = ["EndpointListener", "EndpointPool", "EndpointStatus"]
+
+_log = logging.getLogger(__name__)
 
 
 class EndpointListener(Protocol):
@@ -230,6 +234,21 @@ class EndpointPool:
     @asynccontextmanager
     async def open_stream(self, body: Mapping[str, Any]) -> AsyncIterator[AsyncIterator[bytes]]:
         request, failed = self._request(body)
+        stack, endpoint, payloads = await self._attempt_stream(body, request, failed)
+        resume = should_resume(self.config.resume_streams, body)
+        watched = WatchedStream(payloads, self, endpoint, stack)
+        if resume:
+            watched.resumable(body, request, failed)
+        try:
+            yield watched
+        finally:
+            await watched.stack.aclose()
+
+    async def _attempt_stream(
+        self, body: Mapping[str, Any], request: Request, failed: set[str]
+    ) -> tuple[AsyncExitStack, Endpoint, AsyncIterator[bytes]]:
+        """Open the stream on an endpoint that answers 200 (the next one at once when a
+        connection could not be opened); the stack leaves the endpoint and closes the stream."""
         while True:
             endpoint, probe = self.pick(request, failed)
             started = self._clock.now()
@@ -250,9 +269,33 @@ class EndpointPool:
                 raise
             endpoint.observe_latency(self._clock.now() - started)
             self._settle(endpoint, _Health.SUCCESS, probe, failed)  # it answered 200
-            break
-        async with stack:
-            yield _Watched(payloads, self, endpoint)
+            return stack, endpoint, payloads
+
+    async def resume_stream(
+        self,
+        body: Mapping[str, Any],
+        request: Request,
+        failed: set[str],
+        broken: Endpoint,
+        chars: int,
+    ) -> tuple[AsyncExitStack, Endpoint, AsyncIterator[bytes]] | None:
+        """The request again on another endpoint, ``broken`` having died ``chars`` characters
+        into its answer; None when no other endpoint is available or none answers."""
+        failed.add(broken.name)
+        if not self._others_available(failed):
+            return None
+        try:
+            opened = await self._attempt_stream(body, request, failed)
+        except GatewayError as exc:
+            _log.warning("channel %s: stream broke on endpoint %s after %d characters; "
+                         "not resumed: %s", self.name, broken.name, chars, exc)  # fmt: skip
+            return None
+        attempts = current_attempts()
+        if attempts is not None:
+            attempts.resumed(self.name, broken.name, chars)
+        _log.warning("channel %s: stream broke on endpoint %s after %d characters; resumed on %s",
+                     self.name, broken.name, chars, opened[1].name)  # fmt: skip
+        return opened
 
     # -- internals -------------------------------------------------------------------------
     def _request(self, body: Mapping[str, Any]) -> tuple[Request, set[str]]:
@@ -330,22 +373,3 @@ class EndpointPool:
             return
         for listener in self._listeners:
             listener.endpoint_result(self.name, endpoint.name, _Health.FAILURE.value)
-
-
-class _Watched:
-    """A stream's payloads; a break or stall mid-stream counts against its endpoint."""
-
-    __slots__ = ("_endpoint", "_payloads", "_pool")
-
-    def __init__(self, payloads: AsyncIterator[bytes], pool: EndpointPool, endpoint: Endpoint):
-        self._payloads, self._pool, self._endpoint = payloads, pool, endpoint
-
-    def __aiter__(self) -> _Watched:
-        return self
-
-    async def __anext__(self) -> bytes:
-        try:
-            return await anext(self._payloads)
-        except GatewayError:
-            self._pool.stream_broke(self._endpoint)
-            raise
