@@ -67,4 +67,4 @@ def test_a_stream_whose_replica_dies_is_finished_by_the_other(
     assert len(streamed.split()) > 40
     assert len(ids) == 1  # one stream id from start to end
     log = gw.process.stderr_path.read_text()
-    assert "stream broke on endpoint emu0 after" in log and "resumed on emu1" in log
+    assert "stream broke on endpoint emu0 after" in log and "resending to emu1" in log

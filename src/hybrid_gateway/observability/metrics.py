@@ -82,6 +82,10 @@ class GatewayMetrics:
         self.endpoint_ejections = r.add(
             Counter(names.ENDPOINT_EJECTIONS, "Times the endpoint was ejected", by_endpoint)
         )
+        self.stream_resumes = r.add(Counter(
+            names.STREAM_RESUMES, "Streams broken mid-way on the endpoint, by what resuming did",
+            [*by_endpoint, "outcome"],
+        ))  # fmt: skip
         self.route_decisions = r.add(Counter(
             names.ROUTE_DECISIONS, "Routing decisions by lane and the rule that chose it",
             ["lane", "rule"],
@@ -193,6 +197,9 @@ class GatewayMetrics:
 
     def endpoint_result(self, channel: str, endpoint: str, outcome: str) -> None:
         self.endpoint_attempts.inc((channel, endpoint, outcome))
+
+    def stream_resume(self, channel: str, endpoint: str, outcome: str) -> None:
+        self.stream_resumes.inc((channel, endpoint, outcome))
 
     def endpoint_removed(self, channel: str, endpoint: str) -> None:
         """A reload removed the endpoint: its series stop being exported (a scrape sees them go

@@ -42,6 +42,9 @@ ENDPOINT_UP = "hybrid_gateway_endpoint_up"  # gauge: 1 healthy, 0 ejected or awa
 ENDPOINT_IN_FLIGHT = "hybrid_gateway_endpoint_in_flight"  # gauge: requests in flight
 ENDPOINT_ATTEMPTS = "hybrid_gateway_endpoint_attempts"  # counter: + outcome (success|failure|…)
 ENDPOINT_EJECTIONS = "hybrid_gateway_endpoint_ejections"  # counter: times ejected
+# counter: streams broken mid-way, by channel, endpoint (the one that broke) and outcome
+# (resumed | unavailable: no other endpoint answered | given_up: the resend differed)
+STREAM_RESUMES = "hybrid_gateway_stream_resumes"
 # Cost accounting (tenancy): counters by tenant, app, lane, channel, model.  Cost per 1,000
 # requests = 1000 * rate(..._tenant_cost_usd_total) / rate(..._tenant_requests_total).
 TENANT_REQUESTS = "hybrid_gateway_tenant_requests"  # cache hits and errors included

@@ -28,6 +28,7 @@ class Events:
     def __init__(self) -> None:
         self.states: list[tuple[str, str]] = []
         self.results: list[tuple[str, str]] = []
+        self.resumes: list[tuple[str, str]] = []
 
     def endpoint_state(self, channel: str, endpoint: str, state: str) -> None:
         self.states.append((endpoint, state))
@@ -40,6 +41,9 @@ class Events:
 
     def endpoint_removed(self, channel: str, endpoint: str) -> None:
         self.states.append((endpoint, "removed"))
+
+    def stream_resume(self, channel: str, endpoint: str, outcome: str) -> None:
+        self.resumes.append((endpoint, outcome))
 
 
 def pool(urls: list[str], clock: ManualClock, events: Events | None = None,

@@ -148,6 +148,7 @@ async def test_a_stream_cut_mid_way_is_continued_from_another_endpoint() -> None
         assert (a.chats, b.chats) == (1, 1)
         assert [e.in_flight for e in up.endpoints] == [0, 0]
         assert ("e0", "failure") in events.results  # the break counts against its endpoint
+        assert events.resumes == [("e0", "resumed")]
         assert record.route.endpoint is not None
         assert record.route.endpoint.endpoint == "e1"
         assert record.route.endpoint.reason == "resumed_from=e0; resumed_at=11"
@@ -158,7 +159,8 @@ async def test_a_resend_with_another_answer_gives_the_client_the_original_break(
     async with replicas(2) as (a, b):
         a.words, b.words = WORDS, ("A ", "different ", "answer.")
         a.mode = "cut=2"
-        up = stream_pool([a.url, b.url], mode="always")
+        events = Events()
+        up = stream_pool([a.url, b.url], mode="always", events=events)
         got: list[bytes] = []
         with pytest.raises(UpstreamUnavailable) as raised:
             async with up.open_stream({"model": "m", "messages": [], "stream": True}) as payloads:
@@ -167,6 +169,7 @@ async def test_a_resend_with_another_answer_gives_the_client_the_original_break(
         assert raised.value.code == "upstream_stream_broken"
         assert texts(got)[0] == "The answer "  # nothing of the other answer reached the client
         assert b.chats == 1 and [e.in_flight for e in up.endpoints] == [0, 0]
+        assert events.resumes == [("e0", "given_up")]
         await up.aclose()
 
 
@@ -181,10 +184,11 @@ async def test_not_resumed_when_the_request_may_answer_otherwise_or_no_endpoint_
                     pass
         assert b.chats == 0
         await up.aclose()
-        alone = stream_pool([a.url], mode="always")
+        events = Events()
+        alone = stream_pool([a.url], mode="always", events=events)
         with pytest.raises(UpstreamUnavailable):
             async with alone.open_stream({"model": "m", "messages": [], "stream": True}) as ps:
                 async for _ in ps:
                     pass
-        assert a.chats == 2
+        assert a.chats == 2 and events.resumes == [("e0", "unavailable")]
         await alone.aclose()

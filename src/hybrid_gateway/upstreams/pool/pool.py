@@ -53,6 +53,11 @@ class EndpointListener(Protocol):
 
     def endpoint_result(self, channel: str, endpoint: str, outcome: str) -> None: ...
 
+    def stream_resume(self, channel: str, endpoint: str, outcome: str) -> None:
+        """A stream broke mid-way on ``endpoint``: ``resumed`` elsewhere, ``unavailable`` (no
+        other endpoint answered) or ``given_up`` (the resend differed)."""
+        ...
+
     def endpoint_removed(self, channel: str, endpoint: str) -> None:
         """A reload removed the endpoint: its series go (nothing more is told of it)."""
         ...
@@ -283,19 +288,30 @@ class EndpointPool:
         into its answer; None when no other endpoint is available or none answers."""
         failed.add(broken.name)
         if not self._others_available(failed):
+            _log.warning("channel %s: stream broke on endpoint %s after %d characters; not "
+                         "resumed: no other endpoint available", self.name, broken.name,
+                         chars)  # fmt: skip
+            self.resume_outcome(broken, "unavailable")
             return None
         try:
             opened = await self._attempt_stream(body, request, failed)
         except GatewayError as exc:
             _log.warning("channel %s: stream broke on endpoint %s after %d characters; "
                          "not resumed: %s", self.name, broken.name, chars, exc)  # fmt: skip
+            self.resume_outcome(broken, "unavailable")
             return None
         attempts = current_attempts()
         if attempts is not None:
             attempts.resumed(self.name, broken.name, chars)
-        _log.warning("channel %s: stream broke on endpoint %s after %d characters; resumed on %s",
-                     self.name, broken.name, chars, opened[1].name)  # fmt: skip
+        _log.warning("channel %s: stream broke on endpoint %s after %d characters; resending "
+                     "to %s", self.name, broken.name, chars, opened[1].name)  # fmt: skip
         return opened
+
+    def resume_outcome(self, broken: Endpoint, outcome: str) -> None:
+        if broken.retired:
+            return
+        for listener in self._listeners:
+            listener.stream_resume(self.name, broken.name, outcome)
 
     # -- internals -------------------------------------------------------------------------
     def _request(self, body: Mapping[str, Any]) -> tuple[Request, set[str]]:

@@ -150,8 +150,8 @@ class WatchedStream:
     """A stream's payloads; a break or stall mid-stream counts against its endpoint, and is
     continued from another endpoint when the request is resumable (``resume.py``)."""
 
-    __slots__ = ("_body", "_broken", "_catch", "_delivered", "_endpoint", "_failed", "_payloads",
-                 "_pool", "_request", "stack")  # fmt: skip
+    __slots__ = ("_body", "_broke_on", "_broken", "_catch", "_delivered", "_endpoint", "_failed",
+                 "_payloads", "_pool", "_request", "stack")  # fmt: skip
 
     def __init__(
         self, payloads: AsyncIterator[bytes], pool: EndpointPool, endpoint: Endpoint,
@@ -164,6 +164,7 @@ class WatchedStream:
         self._request: Request | None = None
         self._failed: set[str] = set()
         self._broken: GatewayError | None = None
+        self._broke_on: Endpoint | None = None
 
     def resumable(self, body: Mapping[str, Any], request: Request, failed: set[str]) -> None:
         self._body, self._request, self._failed = body, request, failed
@@ -186,13 +187,17 @@ class WatchedStream:
                 if self._catch is not None and not self._catch.caught:
                     raise self._give_up("the resent stream ended before catching up") from None
                 raise
-            if self._catch is not None:
+            catch = self._catch
+            if catch is not None:
+                caught = catch.caught
                 try:
-                    out = self._catch.feed(payload)
+                    out = catch.feed(payload)
                 except Diverged as diverged:
                     raise self._give_up(str(diverged)) from None
                 if out is None:
                     continue
+                if not caught and self._broke_on is not None:  # the resend just caught up
+                    self._pool.resume_outcome(self._broke_on, "resumed")
                 payload = out
             if self._delivered is not None:
                 self._delivered.see(payload)
@@ -210,6 +215,7 @@ class WatchedStream:
         )
         if opened is None:
             return False
+        self._broke_on = self._endpoint
         self.stack, self._endpoint, self._payloads = opened
         self._catch = CatchUp(delivered)
         return True
@@ -218,7 +224,8 @@ class WatchedStream:
         """The resend is no continuation: the client gets the original break."""
         _log.warning("channel %s: the stream resent to endpoint %s was given up: %s",
                      self._pool.name, self._endpoint.name, why)  # fmt: skip
-        assert self._broken is not None
+        assert self._broken is not None and self._broke_on is not None
+        self._pool.resume_outcome(self._broke_on, "given_up")
         return self._broken
 
 
