@@ -60,6 +60,22 @@ def write_config(path: Path, config: Mapping[str, Any]) -> Path:
     return path
 
 
+def pool_config(
+    pool: Mapping[str, Any], request_log: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """A gateway whose one lane, ``light`` (model ``light``), is served by the channel
+    ``pool``; no exact cache; the request log off unless ``request_log`` is given."""
+    return {
+        "server": {"host": "127.0.0.1", "port": 0,
+                   "request_log": dict(request_log or {"enabled": False})},
+        "channels": {"pool": dict(pool)},
+        "lanes": {"light": {"channel": "pool"}},
+        "models": [{"id": "light", "lane": "light"}],
+        "routing": {"default_lane": "light"},
+        "cache": {"exact": {"enabled": False}},
+    }  # fmt: skip
+
+
 def start_gateway(config_path: Path, name: str = "gateway") -> Gateway:
     argv = python_module_argv("hybrid_gateway.cli", "serve", "--config", str(config_path))
     process = start_process(name, argv, config_path.parent / "logs", timeout_s=30)

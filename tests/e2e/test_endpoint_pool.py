@@ -21,7 +21,7 @@ from hybrid_gateway.tools.processes import (
     start_process,
     stop_process,
 )
-from tests.e2e.stack import Gateway, closed_port, gateway, write_config
+from tests.e2e.stack import Gateway, closed_port, gateway, pool_config, write_config
 
 
 def start_emulator(log_dir: Path, port: int, tag: str) -> ManagedProcess:
@@ -34,22 +34,14 @@ def start_emulator(log_dir: Path, port: int, tag: str) -> ManagedProcess:
 def pool_stack(tmp_path: Path) -> Iterator[tuple[Gateway, list[int], dict[int, ManagedProcess]]]:
     ports = [closed_port() for _ in range(3)]
     emulators = {port: start_emulator(tmp_path, port, "a") for port in ports}
-    config = {
-        "server": {"host": "127.0.0.1", "port": 0,
-                   "request_log": {"path": str(tmp_path / "requests.sqlite3"),
-                                   "flush_interval_ms": 50}},
-        "channels": {"pool": {
-            "model": "light-model", "connect_timeout_s": 1, "timeout_s": 10,
-            "endpoints": [{"url": f"http://127.0.0.1:{p}/v1", "name": f"emu{i}"}
-                          for i, p in enumerate(ports)],
-            "balancing": {"policy": "round_robin"},
-            "health": {"consecutive_failures": 2, "base_ejection_s": 0.5, "max_ejection_s": 1},
-        }},
-        "lanes": {"light": {"channel": "pool"}},
-        "models": [{"id": "light", "lane": "light"}],
-        "routing": {"default_lane": "light"},
-        "cache": {"exact": {"enabled": False}},
-    }  # fmt: skip
+    config = pool_config({
+        "model": "light-model", "connect_timeout_s": 1, "timeout_s": 10,
+        "endpoints": [{"url": f"http://127.0.0.1:{p}/v1", "name": f"emu{i}"}
+                      for i, p in enumerate(ports)],
+        "balancing": {"policy": "round_robin"},
+        "health": {"consecutive_failures": 2, "base_ejection_s": 0.5, "max_ejection_s": 1},
+    }, request_log={"path": str(tmp_path / "requests.sqlite3"),
+                    "flush_interval_ms": 50})  # fmt: skip
     path = write_config(tmp_path / "gateway.yaml", config)
     try:
         with gateway(path) as running:

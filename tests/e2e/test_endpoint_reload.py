@@ -18,7 +18,7 @@ from typing import Any
 import openai
 import pytest
 
-from tests.e2e.stack import Gateway, emulator, gateway, long_question, write_config
+from tests.e2e.stack import Gateway, emulator, gateway, long_question, pool_config, write_config
 from tests.e2e.test_hot_reload import ADMIN_KEY, post_reload
 
 
@@ -37,17 +37,10 @@ def urls(tmp_path: Path) -> Iterator[dict[str, str]]:
 
 def config(urls: dict[str, str], names: list[str], weights: dict[str, float]) -> dict[str, Any]:
     endpoints = [{"url": urls[n], "name": n, "weight": weights.get(n, 1.0)} for n in names]
-    return {
-        "server": {"host": "127.0.0.1", "port": 0, "request_log": {"enabled": False}},
-        "channels": {"pool": {
-            "model": "m", "connect_timeout_s": 1, "timeout_s": 30, "endpoints": endpoints,
-            "balancing": {"policy": "round_robin"},
-        }},
-        "lanes": {"light": {"channel": "pool"}},
-        "models": [{"id": "light", "lane": "light"}],
-        "routing": {"default_lane": "light"},
-        "cache": {"exact": {"enabled": False}},
-    }  # fmt: skip
+    return pool_config({
+        "model": "m", "connect_timeout_s": 1, "timeout_s": 30, "endpoints": endpoints,
+        "balancing": {"policy": "round_robin"},
+    })  # fmt: skip
 
 
 def endpoint_of(headers: Any) -> str:

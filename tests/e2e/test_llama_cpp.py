@@ -34,6 +34,17 @@ def smollm2_path() -> str:
     return os.path.join(spec.submodule_search_locations[0], "SmolLM2-135M-Instruct.Q4_1.gguf")
 
 
+def start_llama_server(port: int, log: Path, threads: int) -> subprocess.Popen[bytes]:
+    """llama-cpp-python's server with SmolLM2 on 127.0.0.1:port, its output in ``log``."""
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "llama_cpp.server", "--model", smollm2_path(),
+             "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "1024",
+             "--n_threads", str(threads), "--verbose", "False"],
+            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+
+
 def wait_ready(url: str, process: subprocess.Popen[bytes], timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -54,13 +65,7 @@ def llama_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         pytest.fail("llama-cpp-python[server] is not installed: pip install -e '.[llama]'")
     port = closed_port()
     log = tmp_path_factory.mktemp("llama") / "server.log"
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "llama_cpp.server", "--model", smollm2_path(),
-             "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "1024",
-             "--n_threads", "2", "--verbose", "False"],
-            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-        )  # fmt: skip
+    process = start_llama_server(port, log, threads=2)
     url = f"http://127.0.0.1:{port}"
     try:
         wait_ready(url, process, timeout_s=120)

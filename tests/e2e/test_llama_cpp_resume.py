@@ -5,7 +5,6 @@ pooled channel; the one streaming a greedy answer is SIGKILLed part-way, and the
 from __future__ import annotations
 
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,9 +12,9 @@ from typing import Any
 import openai
 import pytest
 
-from tests.e2e.stack import closed_port, gateway, write_config
+from tests.e2e.stack import closed_port, gateway, pool_config, write_config
 from tests.e2e.test_endpoint_reload import endpoint_of
-from tests.e2e.test_llama_cpp import smollm2_path, wait_ready
+from tests.e2e.test_llama_cpp import start_llama_server, wait_ready
 
 pytestmark = pytest.mark.llama
 
@@ -28,13 +27,7 @@ def servers(tmp_path: Path) -> Iterator[list[tuple[str, subprocess.Popen[bytes]]
     try:
         for name in ("llama0", "llama1"):
             port = closed_port()
-            with (tmp_path / f"{name}.log").open("wb") as out:
-                process = subprocess.Popen(
-                    [sys.executable, "-m", "llama_cpp.server", "--model", smollm2_path(),
-                     "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "1024",
-                     "--n_threads", "1", "--verbose", "False"],
-                    stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                )  # fmt: skip
+            process = start_llama_server(port, tmp_path / f"{name}.log", threads=1)
             started.append((f"http://127.0.0.1:{port}", process))
         for url, process in started:
             wait_ready(url, process, timeout_s=120)
@@ -49,17 +42,11 @@ def test_a_greedy_stream_whose_llama_cpp_server_dies_is_finished_by_the_other(
     servers: list[tuple[str, subprocess.Popen[bytes]]], tmp_path: Path
 ) -> None:
     endpoints = [{"url": url + "/v1", "name": f"llama{i}"} for i, (url, _) in enumerate(servers)]
-    config = {
-        "server": {"host": "127.0.0.1", "port": 0, "request_log": {"enabled": False}},
-        "channels": {"pool": {
-            "model": "smollm2", "timeout_s": 60, "connect_timeout_s": 2, "profile": "auto",
-            "endpoints": endpoints, "balancing": {"policy": "round_robin"},
-        }},  # resume_streams: deterministic (the default): temperature 0 below
-        "lanes": {"light": {"channel": "pool"}},
-        "models": [{"id": "light", "lane": "light"}],
-        "routing": {"default_lane": "light"},
-        "cache": {"exact": {"enabled": False}},
-    }  # fmt: skip
+    # resume_streams: deterministic (the default): the request below asks temperature 0
+    config = pool_config({
+        "model": "smollm2", "timeout_s": 60, "connect_timeout_s": 2, "profile": "auto",
+        "endpoints": endpoints, "balancing": {"policy": "round_robin"},
+    })  # fmt: skip
     path = write_config(tmp_path / "gateway.yaml", config)
     ask: Any = {"model": "light", "messages": QUESTION, "temperature": 0, "max_tokens": 160}
     with (

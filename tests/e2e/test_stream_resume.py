@@ -11,7 +11,7 @@ from typing import Any
 import openai
 import pytest
 
-from tests.e2e.stack import emulator, gateway, long_question, write_config
+from tests.e2e.stack import emulator, gateway, long_question, pool_config, write_config
 from tests.e2e.test_endpoint_reload import endpoint_of
 
 
@@ -28,17 +28,10 @@ def urls(tmp_path: Path) -> Iterator[dict[str, Any]]:
 
 def config(urls: dict[str, Any]) -> dict[str, Any]:
     endpoints = [{"url": urls[n].url + "/v1", "name": n} for n in ("emu0", "emu1")]
-    return {
-        "server": {"host": "127.0.0.1", "port": 0, "request_log": {"enabled": False}},
-        "channels": {"pool": {
-            "model": "m", "connect_timeout_s": 1, "timeout_s": 30, "endpoints": endpoints,
-            "balancing": {"policy": "round_robin"},  # resume_streams: deterministic (default)
-        }},
-        "lanes": {"light": {"channel": "pool"}},
-        "models": [{"id": "light", "lane": "light"}],
-        "routing": {"default_lane": "light"},
-        "cache": {"exact": {"enabled": False}},
-    }  # fmt: skip
+    return pool_config({
+        "model": "m", "connect_timeout_s": 1, "timeout_s": 30, "endpoints": endpoints,
+        "balancing": {"policy": "round_robin"},  # resume_streams: deterministic (default)
+    })  # fmt: skip
 
 
 def test_a_stream_whose_replica_dies_is_finished_by_the_other(
