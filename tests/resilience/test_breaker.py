@@ -1,9 +1,16 @@
 from __future__ import annotations
 
+import math
+from collections import Counter
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from hybrid_gateway.resilience.breaker import (
     Admission,
     BreakerSettings,
     BreakerState,
+    Caller,
     CircuitBreaker,
     Outcome,
 )
@@ -178,3 +185,52 @@ async def test_an_outcome_without_admission_counts_only_while_closed() -> None:
     assert admit(breaker).probe
     breaker.record(Outcome.SUCCESS)  # not the probe's
     assert state(breaker) is BreakerState.HALF_OPEN
+
+
+class _Stepped:
+    """A synchronous clock for the property test: the test moves ``at``."""
+
+    at = 1000.0
+
+    def now(self) -> float:
+        return self.at
+
+    async def sleep(self, seconds: float) -> None:
+        raise AssertionError("the breaker never sleeps")
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from([0.0, 0.1, 0.4, 1.0, 2.9, 7.0]),  # gaps: a window holds 4-300
+            st.sampled_from(["ok"] * 7 + ["fail", "suspect", "suspect"]),  # near 20 % failing
+            st.sampled_from(["tenant-a"] * 4 + ["tenant-b"]),
+        ),
+        min_size=20,
+        max_size=150,
+    )
+)
+def test_the_window_opens_exactly_where_a_recount_says(
+    events: list[tuple[float, str, str]],
+) -> None:
+    # The breaker keeps its window's sums as buckets come and go; a recount of every outcome
+    # still in the window, done here from scratch after each one, must agree on when it opens.
+    clock = _Stepped()
+    breaker = CircuitBreaker("heavy-a", clock, BreakerSettings(window_s=30.0, min_requests=20))
+    outcomes = {"ok": Outcome.SUCCESS, "fail": Outcome.FAILURE, "suspect": Outcome.SUSPECT}
+    seen: list[tuple[int, str, str]] = []  # (bucket, kind, caller)
+    for gap, kind, caller in events:
+        clock.at += gap
+        shape = 1 if kind == "ok" else 2  # shape 2 is never answered: suspects stay suspect
+        breaker.record(outcomes[kind], breaker.allow(), Caller(caller, shape))
+        bucket = math.floor(clock.now() / 3.0)
+        seen = [e for e in seen if e[0] > bucket - 10] + [(bucket, kind, caller)]
+        ok = sum(1 for e in seen if e[1] == "ok")
+        failed = sum(1 for e in seen if e[1] == "fail")
+        suspects = Counter(e[2] for e in seen if e[1] == "suspect")
+        failed += sum(suspects.values()) if len(suspects) >= 2 else 0
+        opens = ok + failed >= 20 and failed / (ok + failed) >= 0.2
+        assert (state(breaker) is BreakerState.OPEN) == opens
+        if opens:
+            break

@@ -227,6 +227,28 @@ async def test_idle_timeout_between_chunks() -> None:
         p.close()
 
 
+async def test_chunks_that_keep_coming_outlast_the_idle_timeout() -> None:
+    # One silence watch for the stream: it re-arms while bytes keep arriving, so a stream
+    # longer than the idle timeout, with short gaps, is read whole.
+    async def trickle(reader: Reader, writer: asyncio.StreamWriter, n: int) -> None:
+        await reader.request()
+        writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+        for _ in range(12):
+            writer.write(b"1\r\na\r\n")
+            await writer.drain()
+            await asyncio.sleep(0.05)
+        writer.write(b"0\r\n\r\n")
+        await writer.drain()
+
+    async with server(trickle) as (port, _):
+        p = pool(port)
+        conn, _ = await p.send(request(p))
+        body = b"".join([chunk async for chunk in conn.chunks(idle_timeout_s=0.4)])
+        assert body == b"a" * 12  # 0.6 s of stream against a 0.4 s idle timeout
+        p.release(conn)
+        p.close()
+
+
 def make_ca(folder: Path) -> tuple[Path, Path]:
     """A self-signed certificate for 127.0.0.1, made with the openssl command."""
     cert, key = folder / "cert.pem", folder / "key.pem"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 from aiohttp import web
@@ -10,25 +10,11 @@ from aiohttp import web
 from hybrid_gateway.api import dashboard, feedback, reload, results, routes
 from hybrid_gateway.api.admin import add_admin_routes
 from hybrid_gateway.api.admin_cache import add_admin_cache_routes
-from hybrid_gateway.api.error_mapping import http_error_response
 from hybrid_gateway.api.limits import header_limit, parser_limits
 from hybrid_gateway.api.openapi import openapi_json
 from hybrid_gateway.api.runtime import build_runtime
 from hybrid_gateway.config import GatewayConfig
 from hybrid_gateway.resilience.clock import Clock, MonotonicClock
-
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-@web.middleware
-async def _http_errors_as_json(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Unknown paths and wrong methods get OpenAI-style JSON too, never aiohttp's text page."""
-    try:
-        return await handler(request)
-    except web.HTTPException as exc:
-        if exc.status < 400:
-            raise
-        return http_error_response(exc, request.app[routes.RUNTIME].ids.new())
 
 
 def _new_request_id(request: web.Request) -> str:
@@ -44,10 +30,10 @@ def create_app(
     # The body limit is enforced by the chat handler (to answer in OpenAI's error shape);
     # aiohttp's own limit sits just above it as a backstop.  Same for the header limit
     # (api/limits.py).
-    headers = header_limit(config.server.max_header_bytes, _new_request_id)
+    edge = header_limit(config.server.max_header_bytes, _new_request_id)  # + aiohttp's 4xx
     app = web.Application(
         client_max_size=config.server.max_body_bytes + 1,
-        middlewares=[_http_errors_as_json, headers],
+        middlewares=[edge],
         handler_args=parser_limits(config.server.max_header_bytes),
     )
 

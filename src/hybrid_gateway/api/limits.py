@@ -18,7 +18,7 @@ from typing import Any
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
-from hybrid_gateway.api.error_mapping import error_response
+from hybrid_gateway.api.error_mapping import error_response, http_error_response
 from hybrid_gateway.errors import HeadersTooLarge, InvalidRequest
 from hybrid_gateway.types import ChatRequest
 
@@ -41,7 +41,9 @@ def header_bytes(request: web.Request) -> int:
 
 
 def header_limit(max_bytes: int, new_request_id: Callable[[web.Request], str]) -> Middleware:
-    """A middleware answering 431 ``request_header_fields_too_large`` above ``max_bytes``."""
+    """The gateway's one middleware: 431 ``request_header_fields_too_large`` above
+    ``max_bytes``; then aiohttp's own 4xx (an unknown path, a wrong method) answered in the
+    OpenAI shape, never as aiohttp's text page.  One layer, not two: each costs every request."""
 
     @web.middleware
     async def limit(request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -52,7 +54,12 @@ def header_limit(max_bytes: int, new_request_id: Callable[[web.Request], str]) -
                 f"{max_bytes} bytes of headers."
             )
             return error_response(exc, new_request_id(request))
-        return await handler(request)
+        try:
+            return await handler(request)
+        except web.HTTPException as exc:
+            if exc.status < 400:
+                raise
+            return http_error_response(exc, new_request_id(request))
 
     return limit
 

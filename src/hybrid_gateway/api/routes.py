@@ -76,8 +76,11 @@ async def _read_body(request: web.Request, limit: int) -> bytes:
             f"The request body is {request.content_length} bytes; this gateway accepts at most "
             f"{limit} bytes."
         )
+    payload = request.content
     try:
-        raw = await request.read()
+        # A body that came in with its headers (most chat requests) is all buffered already:
+        # taken at once, without read()'s loop of awaits (its limit is checked just below).
+        raw = payload.read_nowait() if payload.is_eof() else await request.read()
     except web.HTTPRequestEntityTooLarge:
         raw = b"x" * (limit + 1)
     if len(raw) > limit:

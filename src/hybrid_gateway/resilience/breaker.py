@@ -123,6 +123,8 @@ class CircuitBreaker:
         # [bucket index, successes, failures], oldest first; suspect failures per caller beside
         self._buckets: deque[list[int]] = deque()
         self._suspects: deque[dict[str, int]] = deque()
+        # The window's sums, kept as buckets come and go: a request adds, it never re-sums.
+        self._successes = self._failures = self._suspected = 0
         self._answered: OrderedDict[int, None] = OrderedDict()  # shapes answered (LRU)
         # Outcomes counted since the last ``drain_counts`` (the shared-state sync reads them).
         self._unsynced = [0, 0]
@@ -175,13 +177,17 @@ class CircuitBreaker:
             assert caller is not None  # ``_judge`` made it a failure otherwise
             suspects = self._bucket_suspects()
             suspects[caller.id] = suspects.get(caller.id, 0) + 1
+            self._suspected += 1
+        elif outcome is Outcome.SUCCESS:
+            self._bucket()[1] += 1
+            self._successes += 1
+            self._unsynced[0] += 1
         else:
-            slot = 0 if outcome is Outcome.SUCCESS else 1
-            self._bucket()[slot + 1] += 1
-            self._unsynced[slot] += 1
-        successes = sum(b[1] for b in self._buckets)
-        failures = sum(b[2] for b in self._buckets) + self._counted_suspects()
-        total = successes + failures
+            self._bucket()[2] += 1
+            self._failures += 1
+            self._unsynced[1] += 1
+        failures = self._failures + (self._counted_suspects() if self._suspected else 0)
+        total = self._successes + failures
         if total >= self._s.min_requests and failures / total >= self._s.error_rate:
             self._move(BreakerState.OPEN)
 
@@ -225,8 +231,10 @@ class CircuitBreaker:
     def _bucket(self) -> list[int]:
         index = math.floor(self._clock.now() / self._bucket_s)
         while self._buckets and self._buckets[0][0] <= index - _BUCKETS:
-            self._buckets.popleft()
-            self._suspects.popleft()
+            _, successes, failures = self._buckets.popleft()
+            self._successes -= successes
+            self._failures -= failures
+            self._suspected -= sum(self._suspects.popleft().values())
         if not self._buckets or self._buckets[-1][0] != index:
             self._buckets.append([index, 0, 0])
             self._suspects.append({})
@@ -246,5 +254,6 @@ class CircuitBreaker:
         if new is BreakerState.CLOSED:
             self._buckets.clear()  # a fresh start: old failures do not re-open it at once
             self._suspects.clear()
+            self._successes = self._failures = self._suspected = 0
         for listener in self._listeners:
             listener.state_change(self.channel, old, new)

@@ -35,7 +35,7 @@ from hybrid_gateway.resilience.breaker import (
     Outcome,
 )
 from hybrid_gateway.resilience.clock import Clock
-from hybrid_gateway.resilience.lanes import LaneGates
+from hybrid_gateway.resilience.lanes import LaneGate, LaneGates
 from hybrid_gateway.resilience.retry import RetryBudget, RetryPolicy
 from hybrid_gateway.resilience.shape import request_shape
 from hybrid_gateway.types import RequestRecord
@@ -178,6 +178,8 @@ class Dispatcher:
         self, record: RequestRecord, body: Mapping[str, Any]
     ) -> tuple[Channel, tuple[bytes, dict[str, Any]]]:
         async def attempt(channel: Channel) -> tuple[bytes, dict[str, Any]]:
+            if self._gate(record, channel) is None:  # no lane queue: no context to enter
+                return await channel.complete(body)
             async with self._slot(record, channel):
                 return await channel.complete(body)
 
@@ -212,14 +214,17 @@ class Dispatcher:
     @asynccontextmanager
     async def _slot(self, record: RequestRecord, channel: Channel) -> AsyncIterator[None]:
         """The lane's own slot on ``channel`` (when the lane has a queue); wait -> queue_ms."""
-        gates, route = self._p.gates, record.route
-        gate = gates.get(route.lane, channel.name) if gates is not None and route else None
+        gate = self._gate(record, channel)
         if gate is None:
             yield
             return
         async with gate.slot() as waited:
             record.extra["queue_ms"] = record.extra.get("queue_ms", 0.0) + waited * 1000
             yield
+
+    def _gate(self, record: RequestRecord, channel: Channel) -> LaneGate | None:
+        gates, route = self._p.gates, record.route
+        return gates.get(route.lane, channel.name) if gates is not None and route else None
 
     def breaker(self, channel: str) -> CircuitBreaker | None:
         return (self._p.breakers or {}).get(channel)
@@ -282,7 +287,8 @@ class Dispatcher:
             record.route, record.fallback = replace(route, channel=lane.backup.name), "failover"
             return lane.backup, failover
         if (verdict := self._admit(lane.primary, caller)) is not None:
-            record.route = replace(route, channel=lane.primary.name)
+            if route.channel != lane.primary.name:  # back from a backup (replace() costs)
+                record.route = replace(route, channel=lane.primary.name)
             if record.fallback in _CHANNEL_FALLBACKS:  # an earlier attempt's; others stay
                 record.fallback = None
             return lane.primary, verdict

@@ -10,7 +10,9 @@ uvicorn) parses responses, chunked transfer encoding included.
 Failure vocabulary, mapped to gateway errors by the channel:
 ``ConnectFailed`` (refused, unreachable, TLS), ``ConnectionBroken`` (closed or reset before the
 response was complete), ``ProtocolViolation`` (not HTTP).  Timeouts are the caller's
-(``asyncio.timeout``).  A pooled connection the server had closed while it sat idle is sent
+(``asyncio.timeout``), but for the silence between a stream's chunks, which one timer per stream
+watches (``chunks``): a timeout per chunk cost more than the rest of reading it.  A pooled
+connection the server had closed while it sat idle is sent
 on once more, on a fresh connection, only when it failed the way such a connection fails: the
 write failed, or the close came within ``STALE_CLOSE_WINDOW_S`` of the write, before any byte
 (see there).  Any other failure, and any cancellation, closes the connection and is raised.
@@ -77,6 +79,8 @@ class _Connection(asyncio.Protocol):
         self._complete = False
         self._error: Http1Error | None = None
         self._received_any = False
+        self._heard_at = 0.0  # loop.time() of the last bytes received (silence watch)
+        self._silent = False  # the silence watch fired
         # loop.time() of the last write and of the connection's loss (stale-close detection)
         self._sent_at = 0.0
         self._lost_at: float | None = None
@@ -91,6 +95,7 @@ class _Connection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self._received_any = True
+        self._heard_at = asyncio.get_running_loop().time()
         if self._parser is None:
             return  # after connection_lost: nothing can be answered on this connection now
         try:
@@ -139,7 +144,7 @@ class _Connection(asyncio.Protocol):
     def send(self, request: bytes) -> None:
         self._headers, self._head, self._complete, self._error = {}, None, False, None
         self._chunks.clear()
-        self._received_any = False
+        self._received_any = self._silent = False
         assert self.transport is not None
         self._sent_at = asyncio.get_running_loop().time()
         try:
@@ -156,21 +161,29 @@ class _Connection(asyncio.Protocol):
     async def chunks(self, idle_timeout_s: float | None = None) -> AsyncIterator[bytes]:
         """The body as it arrives; ends when the message is complete.
 
-        With ``idle_timeout_s``, a silence that long between two chunks raises TimeoutError.
+        With ``idle_timeout_s``, a silence that long (from the call, or from the last bytes
+        received) raises TimeoutError: one timer for the whole stream, re-armed only when it
+        finds that bytes came meanwhile.
         """
-        while True:
-            while self._chunks:
-                yield self._chunks.popleft()
-            if self._complete:
-                return
-            if idle_timeout_s is None:
+        watch = None if idle_timeout_s is None else _SilenceWatch(self, idle_timeout_s)
+        try:
+            while True:
+                while self._chunks:
+                    yield self._chunks.popleft()
+                if self._complete:
+                    return
                 await self._wait()
-            else:
-                async with asyncio.timeout(idle_timeout_s):
-                    await self._wait()
+                if self._silent:
+                    raise TimeoutError(f"no bytes for {idle_timeout_s:g} s")
+        finally:
+            if watch is not None:
+                watch.cancel()
 
     async def read(self) -> bytes:
-        parts = [chunk async for chunk in self.chunks()]
+        """The whole body (``chunks`` without an async generator: one per answer costs)."""
+        while not self._complete:
+            await self._wait()
+        parts, self._chunks = self._chunks, deque()
         return b"".join(parts)
 
     @property
@@ -217,6 +230,35 @@ class _Connection(asyncio.Protocol):
         if self._error is None:
             self._error = error
         self._wake()
+
+
+class _SilenceWatch:
+    """Wakes a connection's reader with ``_silent`` set once it has heard nothing for
+    ``idle_s``.  It fires at the last bytes' time + ``idle_s``, and then either ends the wait
+    or, when bytes came meanwhile, re-arms for their time + ``idle_s``."""
+
+    __slots__ = ("_conn", "_handle", "_idle_s", "_loop")
+
+    def __init__(self, conn: _Connection, idle_s: float) -> None:
+        self._conn, self._idle_s = conn, idle_s
+        self._loop = asyncio.get_running_loop()
+        conn._heard_at = self._loop.time()  # the silence counts from now at the latest
+        self._handle = self._loop.call_at(conn._heard_at + idle_s, self._check)
+
+    def _check(self) -> None:
+        due = self._conn._heard_at + self._idle_s
+        if self._loop.time() < due - _TIMER_SLACK_S:
+            self._handle = self._loop.call_at(due, self._check)
+        else:
+            self._conn._silent = True
+            self._conn._wake()
+
+    def cancel(self) -> None:
+        self._handle.cancel()
+
+
+# A loop may run a timer up to its clock resolution early: the watch does not re-arm for less.
+_TIMER_SLACK_S = 0.001
 
 
 def _delimited_by_close(head: Head) -> bool:
