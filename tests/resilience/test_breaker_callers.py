@@ -160,6 +160,12 @@ def test_shapes_ignore_content_and_length_but_not_structure() -> None:
     assert shape(user) != shape(user, temperature=0.5)
     assert shape(user) != shape({"role": "user", "content": [{"type": "text", "text": "hi"}]})
     assert shape(user) != shape(user, {"role": "tool", "content": "42"})
+    # a plain {role, content} message takes a short way to its kind: the same as the long way
+    assert shape(user) == shape({"role": "user", "content": "hi", "name": None})
+    assert shape(user) != shape({"role": "user", "content": "hi", "name": "bob"})
+    assert shape({"content": "hi", "name": "bob"}) != shape({"content": "hi"})
+    # the hash is stable across processes and versions (breakers of replicas compare them)
+    assert shape(user, max_tokens=64) == 12401242796833246777
 
 
 class ShapeJudge:

@@ -107,9 +107,17 @@ class RequestLines:
 
     def request(self, record: RequestRecord) -> None:
         level = request_level(record)
-        if self._log.isEnabledFor(level):
-            # the record itself travels; its fields are read only if a handler formats it
-            self._log.log(level, "request", extra={"request": record})
+        log = self._log
+        if log.isEnabledFor(level):
+            # What ``log.log(level, "request", extra={"request": record})`` makes (no caller
+            # frame: configure_logging turns that off), without its argument handling: the
+            # record itself travels, its fields read only if a handler formats it.  Filters,
+            # handlers and propagation are the logger's own (``handle``).
+            line = logging.getLogRecordFactory()(
+                log.name, level, "(unknown file)", 0, "request", None, None, "(unknown function)"
+            )
+            line.request = record
+            log.handle(line)
 
     def retry(self, channel: str, code: str) -> None:
         self._log.warning("retry", extra={"fields": {"channel": channel, "code": code}})

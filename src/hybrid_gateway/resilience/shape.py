@@ -9,6 +9,7 @@ answered a shape before and now fails it is failing, not being sent something it
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Mapping
 from typing import Any
@@ -25,12 +26,21 @@ def request_shape(body: Mapping[str, Any]) -> int:
         _kind_of(body.get("response_format")),
         isinstance(body.get("n"), int) and body["n"] > 1,
     )
-    text = repr((params, kinds, extra)).encode()
+    return _digest(tuple(params), tuple(kinds), extra)
+
+
+@functools.lru_cache(maxsize=4096)
+def _digest(params: tuple[str, ...], kinds: tuple[str, ...], extra: tuple[Any, ...]) -> int:
+    """The shape's hash; few distinct shapes recur, so each is hashed once (a memo of the
+    pure function: the hash, not the text, is what costs)."""
+    text = repr((list(params), list(kinds), extra)).encode()
     return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "big")
 
 
 def _message_kind(message: Mapping[str, Any]) -> str:
     content = message.get("content")
+    if type(content) is str and len(message) == 2 and "role" in message:
+        return f"{message['role']}:str"  # the common message: no part list, no flag to look for
     if isinstance(content, list):
         parts = sorted({str(p.get("type")) for p in content if isinstance(p, dict)})
         what = "[" + ",".join(parts) + "]"
