@@ -115,6 +115,21 @@ def test_the_logfmt_request_line_says_what_the_json_one_says(
     assert as_logfmt == {key: _as_text(value) for key, value in as_json.items()}
 
 
+def test_the_runs_a_logfmt_formatter_keeps_never_leak_between_lines() -> None:
+    """The logfmt formatter keeps the runs of fields that repeat (tenant .. rule): one
+    formatter writing different requests in turn, twice over, writes each as JSON says."""
+    formatter = LogfmtFormatter()
+    variants = [
+        {}, {"tenant": "t=1", "stream": True}, {"route": None}, {"app": "other"}, {"stream": True},
+        {"tenant": "t=1", "stream": True, "status": 404}, {},
+    ]  # fmt: skip
+    for changes in variants * 2:
+        record = logging.LogRecord("hybrid_gateway.request", 20, "", 0, "request", None, None)
+        record.request = served(**changes)
+        as_json = json.loads(JsonFormatter().format(record))
+        assert logfmt(formatter.format(record)) == {k: _as_text(v) for k, v in as_json.items()}
+
+
 def test_a_logfmt_line_quotes_what_needs_it_and_stays_one_line(root_logging: None) -> None:
     out = io.StringIO()
     configure_logging("logfmt", "INFO", out)
