@@ -119,7 +119,7 @@ def test_the_runs_a_logfmt_formatter_keeps_never_leak_between_lines() -> None:
     """The logfmt formatter keeps the runs of fields that repeat (tenant .. rule): one
     formatter writing different requests in turn, twice over, writes each as JSON says."""
     formatter = LogfmtFormatter()
-    variants = [
+    variants: list[dict[str, object]] = [
         {}, {"tenant": "t=1", "stream": True}, {"route": None}, {"app": "other"}, {"stream": True},
         {"tenant": "t=1", "stream": True, "status": 404}, {},
     ]  # fmt: skip
