@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from operator import attrgetter
 from typing import Protocol
 
+from hybrid_gateway.resilience.clock import Clock
 from hybrid_gateway.upstreams.pool.endpoint import Endpoint, Request
 from hybrid_gateway.upstreams.pool.settings import BalancingConfig
 
@@ -200,25 +201,32 @@ class Session:
         pass
 
 
-PolicyFactory = Callable[[BalancingConfig, Sequence[Endpoint], random.Random], Policy]
+# (the channel's balancing, its endpoints, the pool's random source and clock)
+PolicyFactory = Callable[[BalancingConfig, Sequence[Endpoint], random.Random, Clock], Policy]
 
 
-def _round_robin(_: BalancingConfig, endpoints: Sequence[Endpoint], __: random.Random) -> Policy:
+def _round_robin(
+    _: BalancingConfig, endpoints: Sequence[Endpoint], __: random.Random, ___: Clock
+) -> Policy:
     return RoundRobin(endpoints)
 
 
-def _least(_: BalancingConfig, __: Sequence[Endpoint], rng: random.Random) -> Policy:
+def _least(_: BalancingConfig, __: Sequence[Endpoint], rng: random.Random, ___: Clock) -> Policy:
     return LeastOutstanding(rng)
 
 
-def _session(_: BalancingConfig, endpoints: Sequence[Endpoint], rng: random.Random) -> Policy:
+def _session(
+    _: BalancingConfig, endpoints: Sequence[Endpoint], rng: random.Random, __: Clock
+) -> Policy:
     return Session(endpoints, LeastOutstanding(rng))
 
 
-def _prefix(config: BalancingConfig, endpoints: Sequence[Endpoint], _: random.Random) -> Policy:
+def _prefix(
+    config: BalancingConfig, endpoints: Sequence[Endpoint], _: random.Random, clock: Clock
+) -> Policy:
     from hybrid_gateway.upstreams.pool.prefix import PrefixAffinity
 
-    return PrefixAffinity(config, len(endpoints))
+    return PrefixAffinity(config, len(endpoints), clock)
 
 
 POLICIES: dict[str, PolicyFactory] = {
