@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
@@ -10,8 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from hybrid_gateway.config import load_config
-from hybrid_gateway.tools.bench.replicas import _gateway_config, add_arguments
 from hybrid_gateway.tools.bench.replicas_decision import decision_costs
 from hybrid_gateway.tools.bench.replicas_load import Sample, TurnResult
 from hybrid_gateway.tools.bench.replicas_report import as_dict, goals, markdown, policy_figures
@@ -60,17 +57,6 @@ def test_the_decision_benchmark_times_every_policy_at_64_endpoints() -> None:
         ("round_robin", 64, 50), ("prefix_affinity", 64, 50)]  # fmt: skip
     assert all(0 < c.cpu_p50_us <= c.cpu_p99_us for c in costs)
     assert all(c.replays == 5 and 0 < c.best_p50_us <= c.best_p99_us for c in costs)
-
-
-def test_the_bench_gateway_places_new_conversations_as_asked(tmp_path: Path) -> None:
-    parser = argparse.ArgumentParser()
-    add_arguments(parser)
-    defaults = parser.parse_args([])
-    assert (defaults.new_conversations, defaults.live_window_s) == ("live", 60.0)
-    args = parser.parse_args(["--new-conversations", "in_flight", "--live-window-s", "5"])
-    config = load_config(_gateway_config(args, [9001, 9002], "prefix_affinity", tmp_path))
-    balancing = config.channels["pool"].balancing
-    assert (balancing.new_conversations, balancing.live_window_s) == ("in_flight", 5.0)
 
 
 def test_bad_arguments_are_one_line_and_exit_2(tmp_path: Path) -> None:

@@ -82,7 +82,7 @@ def test_a_turn_hashes_only_its_new_messages() -> None:
 def _placer(config: BalancingConfig) -> Callable[..., str]:
     """Where a conversation's next turn goes, its home and the three others loaded so."""
     eps = endpoints(4, ManualClock())
-    policy = PrefixAffinity(config, 4, ManualClock())
+    policy = PrefixAffinity(config, 4)
     body = conversation(SYSTEM, "q")
     home = policy.choose(eps, Request(body)).endpoint
     others = [e for e in eps if e is not home]
@@ -122,13 +122,9 @@ def test_the_default_guard_trips_one_request_above_the_mean_at_small_loads() -> 
 def test_a_guarded_request_goes_to_a_shorter_match_before_an_empty_endpoint() -> None:
     eps = endpoints(3, ManualClock())
     config = BalancingConfig(
-        policy="prefix_affinity",
-        block_chars=32,
-        match_threshold=0.3,
-        match_slack=0,
-        new_conversations="in_flight",  # (live: the second conversation goes by live counts)
+        policy="prefix_affinity", block_chars=32, match_threshold=0.3, match_slack=0
     )  # (the system prompt's match is within 0.3)
-    policy = PrefixAffinity(config, 3, ManualClock())
+    policy = PrefixAffinity(config, 3)
     q1, a1, q2 = "first question " * 6, "an answer " * 6, "second question " * 6
     home = policy.choose(eps, Request(conversation(SYSTEM, q1))).endpoint
     home.in_flight = 9  # the guard sends a second conversation on the same system prompt away
@@ -151,7 +147,7 @@ def test_match_slack_lets_a_moved_conversation_use_both_of_its_homes() -> None:
     def third_turn(slack: float, loads: tuple[int, int, int]) -> tuple[int, int, str]:
         eps = endpoints(4, ManualClock())
         config = BalancingConfig(policy="prefix_affinity", block_chars=32, match_slack=slack)
-        policy = PrefixAffinity(config, 4, ManualClock())
+        policy = PrefixAffinity(config, 4)
         first = policy.choose(eps, Request(conversation(SYSTEM, q1))).endpoint
         first.in_flight = 9  # the guard moves the second turn away from it
         second = policy.choose(eps, Request(conversation(SYSTEM, q1, a1, q2)))

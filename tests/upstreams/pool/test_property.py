@@ -1,10 +1,8 @@
 """Property: prefix_affinity, behind the pool, never picks an ejected endpoint and never picks
-one its load guard rules out (unless it is the least loaded), whatever the loads, ejections,
-conversations, placement of new ones and the time between requests."""
+one its load guard rules out (unless it is the least loaded), whatever the loads, ejections and
+conversations."""
 
 from __future__ import annotations
-
-from typing import Literal
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -28,22 +26,7 @@ step = st.tuples(
     st.integers(0, 40),  # its new in-flight count
     st.integers(0, 1),  # system prompt of the next request
     st.integers(0, 3),  # how many turns it has
-    st.sampled_from([0.0, 0.4, 3.0]),  # seconds since the previous request (live conversations)
 )
-
-
-class StepClock:
-    """The policy's own clock, moved by the steps (the endpoints' health keeps the manual
-    clock at 0, so an ejected endpoint stays out until restored)."""
-
-    def __init__(self) -> None:
-        self.t = 0.0
-
-    def now(self) -> float:
-        return self.t
-
-    async def sleep(self, seconds: float) -> None:
-        raise AssertionError("the policy does not sleep")
 
 
 @given(
@@ -51,26 +34,19 @@ class StepClock:
     steps=st.lists(step, min_size=1, max_size=40),
     guard=st.sampled_from([0.0, 0.5, 8.0]),  # balance_abs
     slack=st.sampled_from([0.0, 0.2, 1.0]),  # match_slack
-    placement=st.sampled_from(["live", "in_flight"]),  # new_conversations
-    window=st.sampled_from([1.0, 60.0]),  # live_window_s
 )
 def test_prefix_affinity_never_picks_an_ejected_endpoint_nor_breaks_its_load_guard(
-    n: int, steps: list[tuple[int, str, int, int, int, float]], guard: float, slack: float,
-    placement: Literal["live", "in_flight"], window: float,
-) -> None:  # fmt: skip
+    n: int, steps: list[tuple[int, str, int, int, int]], guard: float, slack: float
+) -> None:
     clock = ManualClock()
     eps = endpoints(n, clock)
     for e in eps:
         e.max_concurrency = 1000
     config = BalancingConfig(policy="prefix_affinity", block_chars=32, balance_abs=guard,
-                             balance_rel=REL, match_threshold=0.3, match_slack=slack,
-                             new_conversations=placement, live_window_s=window)  # fmt: skip
+                             balance_rel=REL, match_threshold=0.3, match_slack=slack)  # fmt: skip
     channel = ChannelConfig(base_url="http://127.0.0.1:9/v1", model="m")
-    live_clock = StepClock()
-    policy = PrefixAffinity(config, n, live_clock)
-    pool = EndpointPool("c", channel, eps, policy, clock)
-    for which, action, load, system, turns, pause in steps:
-        live_clock.t += pause
+    pool = EndpointPool("c", channel, eps, PrefixAffinity(config, n), clock)
+    for which, action, load, system, turns in steps:
         target = eps[which % n]
         if action == "eject":
             target.health.failure()  # threshold 1: ejected
@@ -97,8 +73,3 @@ def test_prefix_affinity_never_picks_an_ejected_endpoint_nor_breaks_its_load_gua
             or chosen.in_flight <= REL * mean
             or chosen.in_flight == min(loads)
         )
-        # live conversations: none on an ejected endpoint, none counted twice or below zero
-        counts = policy.live_counts
-        if counts is not None:
-            assert min(counts) >= 0 and sum(counts) <= len(steps)
-            assert all(counts[e.index] == 0 for e in eps if e not in available)

@@ -27,7 +27,6 @@ def test_endpoints_stand_in_for_base_url_and_keep_their_knobs() -> None:
     channel = parsed.channels["c"]
     assert channel.base_url == "http://a:1/v1" and channel.endpoints[1].weight == 2
     assert channel.balancing.match_threshold == 0.3 and channel.balancing.balance_abs == 4
-    assert channel.balancing.new_conversations == "live"
     assert channel.health.active.interval_s == 5.0
     assert "2 endpoints (prefix_affinity) http://a:1/v1, http://b:2/v1" in summary_lines(
         "g.yaml", parsed)[1]  # fmt: skip
@@ -47,10 +46,6 @@ def test_endpoints_stand_in_for_base_url_and_keep_their_knobs() -> None:
          "channels.c.endpoints.0.weight", "greater than 0"),
         ({"endpoints": [{"url": "http://a/v1"}], "balancing": {"policy": "random"}},
          "channels.c.balancing.policy", "round_robin"),
-        ({"endpoints": [{"url": "http://a/v1"}], "balancing": {"new_conversations": "fewest"}},
-         "channels.c.balancing.new_conversations", "'live' or 'in_flight'"),
-        ({"endpoints": [{"url": "http://a/v1"}], "balancing": {"live_window_s": 0}},
-         "channels.c.balancing.live_window_s", "greater than 0"),
         ({"endpoints": [{"url": "http://a/v1"}], "health": {"consecutive": 3}},
          "channels.c.health.consecutive", "no such key"),
     ],

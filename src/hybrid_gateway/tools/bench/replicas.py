@@ -91,11 +91,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="prefix_affinity's load guard, relative")  # fmt: skip
     add("--match-slack", type=float, default=guard.match_slack,
         help="prefix_affinity: matches this much shorter count as the longest")  # fmt: skip
-    add("--new-conversations", choices=["live", "in_flight"], default=guard.new_conversations,
-        help="prefix_affinity: a new conversation to the endpoint with the fewest live "
-             "conversations, or the least in flight now")  # fmt: skip
-    add("--live-window-s", type=float, default=guard.live_window_s,
-        help="prefix_affinity: a conversation is live this long after its last turn")  # fmt: skip
     add("--emulator-profile", default="light")
     add("--prefix-cache-tokens", type=int, default=65536, help="each emulator's prefix cache")
     add("--data-dir", type=Path, default=Path("../shared/data"))
@@ -166,8 +161,7 @@ def _settings(args: argparse.Namespace, plan: ConversationPlan) -> dict[str, Any
                     "max_tokens": args.max_tokens}  # fmt: skip
     return {"endpoints": args.endpoints, "emulator_profile": args.emulator_profile,
             "balance_abs": args.balance_abs, "balance_rel": args.balance_rel,
-            "match_slack": args.match_slack, "new_conversations": args.new_conversations,
-            "live_window_s": args.live_window_s, "prefix_cache_tokens": args.prefix_cache_tokens,
+            "match_slack": args.match_slack, "prefix_cache_tokens": args.prefix_cache_tokens,
             "workload": workload,
             "probe_interval_s": PROBE_INTERVAL_S}  # fmt: skip
 
@@ -198,9 +192,7 @@ def _gateway_config(args: argparse.Namespace, ports: list[int], policy: str, wor
             "endpoints": [{"url": f"http://127.0.0.1:{p}/v1", "name": f"r{i}"}
                           for i, p in enumerate(ports)],
             "balancing": {"policy": policy, "balance_abs": args.balance_abs,
-                          "balance_rel": args.balance_rel, "match_slack": args.match_slack,
-                          "new_conversations": args.new_conversations,
-                          "live_window_s": args.live_window_s},
+                          "balance_rel": args.balance_rel, "match_slack": args.match_slack},
             "health": {"consecutive_failures": 2, "base_ejection_s": 1, "max_ejection_s": 2,
                        "active": {"path": "/healthz", "interval_s": PROBE_INTERVAL_S,
                                   "timeout_s": 0.5}},

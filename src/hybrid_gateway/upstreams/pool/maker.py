@@ -43,5 +43,4 @@ class EndpointMaker:
 
     def policy(self, config: ChannelConfig, endpoints: Sequence[Endpoint]) -> Policy:
         """The channel's policy over ``endpoints`` (numbered 0..n-1), knowing nothing yet."""
-        return POLICIES[config.balancing.policy](config.balancing, endpoints, self.rng,
-                                                 self.clock)  # fmt: skip
+        return POLICIES[config.balancing.policy](config.balancing, endpoints, self.rng)

@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from operator import attrgetter
 from typing import Protocol
 
-from hybrid_gateway.resilience.clock import Clock
 from hybrid_gateway.upstreams.pool.endpoint import Endpoint, Request
 from hybrid_gateway.upstreams.pool.settings import BalancingConfig
 
@@ -201,32 +200,25 @@ class Session:
         pass
 
 
-# (the channel's balancing, its endpoints, the pool's random source and clock)
-PolicyFactory = Callable[[BalancingConfig, Sequence[Endpoint], random.Random, Clock], Policy]
+PolicyFactory = Callable[[BalancingConfig, Sequence[Endpoint], random.Random], Policy]
 
 
-def _round_robin(
-    _: BalancingConfig, endpoints: Sequence[Endpoint], __: random.Random, ___: Clock
-) -> Policy:
+def _round_robin(_: BalancingConfig, endpoints: Sequence[Endpoint], __: random.Random) -> Policy:
     return RoundRobin(endpoints)
 
 
-def _least(_: BalancingConfig, __: Sequence[Endpoint], rng: random.Random, ___: Clock) -> Policy:
+def _least(_: BalancingConfig, __: Sequence[Endpoint], rng: random.Random) -> Policy:
     return LeastOutstanding(rng)
 
 
-def _session(
-    _: BalancingConfig, endpoints: Sequence[Endpoint], rng: random.Random, __: Clock
-) -> Policy:
+def _session(_: BalancingConfig, endpoints: Sequence[Endpoint], rng: random.Random) -> Policy:
     return Session(endpoints, LeastOutstanding(rng))
 
 
-def _prefix(
-    config: BalancingConfig, endpoints: Sequence[Endpoint], _: random.Random, clock: Clock
-) -> Policy:
+def _prefix(config: BalancingConfig, endpoints: Sequence[Endpoint], _: random.Random) -> Policy:
     from hybrid_gateway.upstreams.pool.prefix import PrefixAffinity
 
-    return PrefixAffinity(config, len(endpoints), clock)
+    return PrefixAffinity(config, len(endpoints))
 
 
 POLICIES: dict[str, PolicyFactory] = {

@@ -17,14 +17,6 @@ cache_aware router does).  So a conversation the guard once moved has two homes,
 behind by a few messages, and its next turns go to whichever is less busy: balance for the
 prefill of a few messages instead of the whole conversation.
 
-New conversations (``new_conversations: live``, the default): a request that continues no
-earlier request (``live.py`` tells: its longest known prefix does not end where an earlier
-request ended, so it is at most a prefix others share, such as a system prompt) goes to the
-endpoint home to the fewest conversations placed within ``live_window_s`` (per weight), of
-those the load guard allows, the least loaded among equals; its later turns follow it there.
-The in-flight count at that instant says nothing of the turns to come.  ``in_flight``: such a
-request is placed as any other (by its match, else the least loaded).
-
 Load guard: an endpoint is passed over when its in-flight count n is both more than
 ``balance_abs`` above the candidates' mean and more than ``balance_rel`` times it:
 ``n - mean > abs and n > rel * mean``.  SGLang's cache_aware guard has the same form against
@@ -45,20 +37,16 @@ removed endpoints' bits, and the blocks no endpoint holds any more, in one pass.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from itertools import compress
 from operator import attrgetter
 
-from hybrid_gateway.resilience.clock import Clock
 from hybrid_gateway.upstreams.pool.chain import ChainMemo, block_chain, render_conversation
 from hybrid_gateway.upstreams.pool.endpoint import Endpoint, Request
-from hybrid_gateway.upstreams.pool.live import LiveConversations
 from hybrid_gateway.upstreams.pool.policies import Choice, least_loaded
 from hybrid_gateway.upstreams.pool.settings import BalancingConfig
 
 __all__ = ["MEMO_CHARS", "PrefixAffinity", "block_chain", "render_conversation"]
 
 _IN_FLIGHT = attrgetter("_in_flight")  # (the plain slot: the property costs more than the sum)
-_ONE = "1"
 
 # Text the chain memo keeps (recent conversations' messages, about this many bytes).
 MEMO_CHARS = 8_000_000
@@ -67,11 +55,7 @@ MEMO_CHARS = 8_000_000
 class PrefixAffinity:
     name = "prefix_affinity"
 
-    def __init__(
-        self, config: BalancingConfig, endpoints: int, clock: Clock, memo_chars: int = MEMO_CHARS
-    ) -> None:
-        self._clock = clock
-        self._live: LiveConversations | None = None
+    def __init__(self, config: BalancingConfig, endpoints: int, memo_chars: int = MEMO_CHARS):
         self._tune(config, endpoints)
         self._memo = ChainMemo(config.block_chars, memo_chars)
         # block hash -> bit mask of the endpoints sent it (bit i: endpoint index i), in two
@@ -90,15 +74,6 @@ class PrefixAffinity:
         self._slack = config.match_slack
         self._endpoints = endpoints
         self._all = (1 << endpoints) - 1
-        if config.new_conversations != "live":
-            self._live = None
-            return
-        # ends of recent requests: one per turn, and a turn is several blocks
-        capacity = max(64, config.max_blocks // 8)
-        if self._live is None:
-            self._live = LiveConversations(endpoints, config.live_window_s, capacity, self._clock)
-        else:
-            self._live.tune(config.live_window_s, capacity)
 
     def reindex(
         self, endpoints: Sequence[Endpoint], moved: Mapping[int, int], config: BalancingConfig
@@ -115,8 +90,6 @@ class PrefixAffinity:
                     generation[block] = new
                 else:
                     del generation[block]
-        if self._live is not None:
-            self._live.reindex(moved, endpoints)
         self._tune(config, len(endpoints))  # (block_chars is the same: resize.py)
         half = self._max_blocks // 2  # a smaller max_blocks holds at once
         if len(self._young) > half:
@@ -128,11 +101,6 @@ class PrefixAffinity:
     def blocks(self) -> int:
         return len(self._young) + len(self._old)
 
-    @property
-    def live_counts(self) -> list[int] | None:
-        """Live conversations per endpoint index (None: new_conversations is in_flight)."""
-        return None if self._live is None else list(self._live.current())
-
     def chain(self, request: Request) -> tuple[int, ...]:
         if request.chain is None:
             request.chain = self._memo.chain(request.body)
@@ -141,56 +109,6 @@ class PrefixAffinity:
     def choose(self, candidates: Sequence[Endpoint], request: Request) -> Choice:
         chain = self.chain(request)
         levels, noted = self._matches(candidates, chain)
-        live = self._live
-        if live is None or not chain:
-            return self._place(candidates, chain, levels, noted)
-        conversation = live.conversation(chain, levels[-1][0] if levels else 0)
-        if conversation is None:
-            choice = self._welcome(candidates, chain, levels, noted, live)
-        else:
-            choice = self._place(candidates, chain, levels, noted)
-        live.note(conversation, chain, choice.endpoint)
-        return choice
-
-    def _welcome(
-        self, candidates: Sequence[Endpoint], chain: tuple[int, ...],
-        levels: list[tuple[int, int]], noted: int, live: LiveConversations,
-    ) -> Choice:  # fmt: skip
-        """A new conversation: to the endpoint home to the fewest live ones (per weight) that
-        the load guard allows (the least loaded always is), the least loaded among equals."""
-        scores = live.scores()
-        # (every endpoint a candidate: candidate i is endpoint i, and its score is scores[i])
-        own = scores if len(candidates) == self._endpoints else [
-            scores[e.index] for e in candidates]  # fmt: skip
-        fewest = min(own)
-        self._turn += 1
-        while True:  # the fewest live first; usually they will do
-            # (C-level: placing by live counts evens them out, so many tie)
-            tied = list(compress(candidates, map(fewest.__eq__, own)))
-            target = tied[0] if len(tied) == 1 else least_loaded(tied, self._turn)
-            if target.in_flight <= self._abs:  # (within balance_abs of any mean)
-                break
-            mean = sum(map(_IN_FLIGHT, candidates)) / len(candidates)
-            if self._guard_allows(target.in_flight, mean):
-                break
-            allowed = [e for e in tied if self._guard_allows(e.in_flight, mean)]
-            if allowed:  # (only with weights: else the least loaded of them is allowed too)
-                target = least_loaded(allowed, self._turn)
-                break
-            # (this ends: the least loaded candidate is at most the mean)
-            fewest = min(score for score in own if score > fewest)
-        if levels and levels[-1][1] >> target.index & 1:  # it holds the (shared) longest match
-            self._remember(target, chain, noted)
-        else:
-            self._remember(target, chain)
-        top = levels[-1][0] / len(chain) if levels else 0.0
-        return Choice(target, f"match={top:.2f}; live={live.counts[target.index]}")
-
-    def _place(
-        self, candidates: Sequence[Endpoint], chain: tuple[int, ...],
-        levels: list[tuple[int, int]], noted: int,
-    ) -> Choice:  # fmt: skip
-        """By the longest match, its group and the load guard (the module's docstring)."""
         size = len(chain)
         top = levels[-1][0] / size if levels else 0.0
         if top < self._threshold:
@@ -206,7 +124,7 @@ class PrefixAffinity:
             depth, level = levels[i]
             if depth / size < self._threshold:
                 break
-            holders = _holders(candidates, level, len(candidates) == self._endpoints)
+            holders = _holders(candidates, level)
             best = holders[0] if len(holders) == 1 else least_loaded(holders)
             if target is None or best.load < target.load:  # (a tie keeps the longer match)
                 target, own = best, depth
@@ -237,8 +155,6 @@ class PrefixAffinity:
 
     def forget(self, endpoint: Endpoint) -> None:
         """Clear the endpoint's bit everywhere: one pass over the blocks (an ejection is rare)."""
-        if self._live is not None:
-            self._live.forget(endpoint.index)
         keep = ~(1 << endpoint.index)
         for blocks in (self._young, self._old):
             for block, mask in blocks.items():
@@ -312,12 +228,9 @@ def _move_bits(mask: int, moved: Mapping[int, int]) -> int:
     return out
 
 
-def _holders(candidates: Sequence[Endpoint], alive: int, every: bool) -> list[Endpoint]:
+def _holders(candidates: Sequence[Endpoint], alive: int) -> list[Endpoint]:
     """The candidates whose bit is set in ``alive`` (walks the set bits, not the candidates,
-    when candidate i is endpoint i; ``every``: each endpoint is a candidate, so it is)."""
-    if every and alive.bit_count() > 8:  # many (a shared prompt): C-level, over the bits
-        bits = f"{alive:0{len(candidates)}b}"[::-1]
-        return list(compress(candidates, map(_ONE.__eq__, bits)))
+    when candidate i is endpoint i)."""
     holders = []
     rest = alive
     while rest:

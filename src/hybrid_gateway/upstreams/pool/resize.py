@@ -10,9 +10,8 @@ is removed: never picked again from the swap on, it drains (``pool.py``).
 
 ``balancing``: a new ``policy`` or ``block_chars`` makes a new policy (whatever the old one
 learnt is dropped: the blocks are cut differently); other knobs (``match_threshold``,
-``match_slack``, ``max_blocks``, ``balance_abs``, ``balance_rel``, ``new_conversations``,
-``live_window_s``, ``session_header``) apply to the policy in force, which keeps its state
-(prefix_affinity's live conversations too; switched on again, they are counted from then).
+``match_slack``, ``max_blocks``, ``balance_abs``, ``balance_rel``, ``session_header``) apply to
+the policy in force, which keeps its state.
 
 ``prepare_resize`` builds the new endpoints (clients, health) and changes nothing;
 ``PoolResize.apply`` swaps them in, with no await, so a request sees the old set or the new.

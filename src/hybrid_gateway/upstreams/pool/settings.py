@@ -50,17 +50,6 @@ class BalancingConfig(Strict):
     # homes, and its next turns go to whichever is less busy for the prefill of a few
     # messages.  0: only the longest match's endpoints.
     match_slack: Annotated[float, Field(ge=0, le=1)] = 0.3
-    # prefix_affinity: where a new conversation goes (a request that continues no earlier
-    # request: its longest known prefix, if any, is one other conversations share, such as a
-    # system prompt).  live: the endpoint home to the fewest live conversations per weight
-    # (those whose last turn was placed there within live_window_s; a conversation's later
-    # turns follow its first), of those the load guard allows, the least in flight among
-    # equals.  in_flight: the least in flight now, among the shared prefix's holders when it
-    # covers match_threshold of the request.
-    new_conversations: Literal["live", "in_flight"] = "live"
-    # prefix_affinity, new_conversations: live: a conversation counts as live on its endpoint
-    # for this long after its last turn was placed there.
-    live_window_s: Annotated[float, Field(gt=0, le=86_400)] = 60.0
     # prefix_affinity: block hashes remembered over all endpoints (LRU beyond it).
     max_blocks: Annotated[int, Field(ge=64, le=10_000_000)] = 200_000
     # prefix_affinity load guard: an endpoint is passed over (for a shorter match's, else the
