@@ -198,8 +198,8 @@ class LogfmtFormatter(logging.Formatter):
         first = self._runs.get(head)
         if first is None:
             first = self._keep(head, f"level={head[0]} logger={head[1]} msg={w(head[2])}")
-        who = (r.tenant, r.app, r.model, r.stream, *((route.lane, route.channel, route.rule)
-                                                      if route else (None, None, None)))  # fmt: skip
+        where = (route.lane, route.channel, route.rule) if route else (None, None, None)
+        who = (r.tenant, r.app, r.model, r.stream, *where)
         second = self._runs.get(who)
         if second is None:
             second = self._keep(who, (
