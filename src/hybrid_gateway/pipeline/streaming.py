@@ -19,6 +19,7 @@ import orjson
 
 from hybrid_gateway.accounting.tokens import count_tokens
 from hybrid_gateway.types import Usage
+from hybrid_gateway.upstreams.answers import empty_value
 from hybrid_gateway.upstreams.sse import DONE, DONE_EVENT, frame, frame_json
 
 # A finished answer (natural stop or max_tokens) is complete and may be cached; anything else
@@ -30,23 +31,12 @@ CACHEABLE_FINISH = frozenset({"stop", "length"})
 REPLAYED_FIELDS = frozenset({"role", "content"})
 
 
-def _empty(value: object) -> bool:
-    """No value: null, false, 0, or an empty string, array or object (``"refusal": null``,
-    ``"annotations": []``, a flag such as ``"prefix": false``)."""
-    return (
-        value is None
-        or value is False
-        or value == 0
-        or (isinstance(value, str | list | dict) and not value)
-    )
-
-
 def _unreplayed(fields: Mapping[str, Any]) -> bool:
     """A message or delta with a field the replay would drop, or content that is not text."""
     content = fields.get("content")
     if content is not None and not isinstance(content, str):
         return True
-    return any(name not in REPLAYED_FIELDS and not _empty(v) for name, v in fields.items())
+    return any(name not in REPLAYED_FIELDS and not empty_value(v) for name, v in fields.items())
 
 
 def replayable_choice(choice: object) -> bool:
@@ -58,7 +48,7 @@ def replayable_choice(choice: object) -> bool:
         isinstance(message, dict)
         and isinstance(message.get("content"), str)
         and not _unreplayed(message)
-        and _empty(choice.get("logprobs"))
+        and empty_value(choice.get("logprobs"))
     )
 
 
@@ -121,7 +111,7 @@ class StreamAssembler:
                 self._roles[index] = delta["role"]
             if _unreplayed(delta):
                 self._unreplayable = True
-        if not _empty(choice.get("logprobs")):
+        if not empty_value(choice.get("logprobs")):
             self._unreplayable = True
         if choice.get("finish_reason") is not None:
             self._finish[index] = choice["finish_reason"]

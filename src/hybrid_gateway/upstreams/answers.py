@@ -14,9 +14,21 @@ import orjson
 
 from hybrid_gateway.types import ChatRequest, RequestRecord
 
-__all__ = ["UPSTREAM_MODEL", "as_client_model", "asked_choices"]
+__all__ = ["UPSTREAM_MODEL", "as_client_model", "asked_choices", "empty_value"]
 
 UPSTREAM_MODEL = "upstream_model"  # record.extra key
+
+
+def empty_value(value: object) -> bool:
+    """A field of an answer, a chunk or a delta that says nothing: null, false, 0, or an empty
+    string, array or object (``"refusal": null``, ``"annotations": []``, ``"prefix": false``).
+    The cache's replay and the pool's stream resuming both pass over such fields."""
+    return (
+        value is None
+        or value is False
+        or value == 0
+        or (isinstance(value, str | list | dict) and not value)
+    )
 
 
 def as_client_model(raw: bytes, parsed: dict[str, Any], model: str, record: RequestRecord) -> bytes:

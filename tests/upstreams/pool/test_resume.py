@@ -94,6 +94,20 @@ def test_what_a_resend_could_not_be_checked_against_is_not_resumable(payload: by
     assert not delivered(chunk("The "), payload).ok
 
 
+def test_a_delta_field_that_says_nothing_does_not_stop_a_resume() -> None:
+    # the same test as the cache's replay (upstreams/answers.empty_value): null, false, 0 and
+    # empty containers say nothing a resend would have to match
+    nothings: list[object] = [None, False, 0, "", [], {}]
+    for nothing in nothings:
+        quiet = orjson.dumps({"id": "a", "choices": [{"index": 0, "delta": {
+            "content": "x", "refusal": nothing}, "logprobs": nothing}]})  # fmt: skip
+        assert delivered(chunk("The "), quiet).ok
+    said = orjson.dumps(
+        {"id": "a", "choices": [{"index": 0, "delta": {"content": "x", "refusal": 1}}]}
+    )
+    assert not delivered(chunk("The "), said).ok
+
+
 def test_which_requests_may_be_resumed() -> None:
     body: dict[str, Any] = {"model": "m", "messages": []}
     assert not should_resume("deterministic", body)

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import orjson
 
 from hybrid_gateway.errors import GatewayError
+from hybrid_gateway.upstreams.answers import empty_value
 from hybrid_gateway.upstreams.pool.endpoint import Endpoint, Request
 
 if TYPE_CHECKING:
@@ -244,7 +245,7 @@ def _content(choice: object) -> str | None:
     resend could not be checked against (another index, tool calls, logprobs, ...)."""
     if not isinstance(choice, dict) or choice.get("index", 0) != 0:
         return None
-    if not _empty(choice.get("logprobs")):
+    if not empty_value(choice.get("logprobs")):
         return None
     delta = choice.get("delta")
     if delta is None:
@@ -252,14 +253,9 @@ def _content(choice: object) -> str | None:
     if not isinstance(delta, dict):
         return None
     for key, value in delta.items():
-        if key not in _DELTA_KEYS and not _empty(value):
+        if key not in _DELTA_KEYS and not empty_value(value):
             return None
     content = delta.get("content")
     if content is None:
         return ""
     return content if isinstance(content, str) else None
-
-
-def _empty(value: object) -> bool:
-    """No value: null, false, or an empty string, array or object (``"refusal": null``)."""
-    return value is None or value is False or value in ("", [], {})
