@@ -10,7 +10,7 @@ from aiohttp import web
 from hybrid_gateway.api import dashboard, feedback, reload, results, routes
 from hybrid_gateway.api.admin import add_admin_routes
 from hybrid_gateway.api.admin_cache import add_admin_cache_routes
-from hybrid_gateway.api.limits import header_limit, parser_limits
+from hybrid_gateway.api.limits import edge_middleware, parser_limits
 from hybrid_gateway.api.openapi import openapi_json
 from hybrid_gateway.api.runtime import build_runtime
 from hybrid_gateway.config import GatewayConfig
@@ -29,8 +29,9 @@ def create_app(
 ) -> web.Application:
     # The body limit is enforced by the chat handler (to answer in OpenAI's error shape);
     # aiohttp's own limit sits just above it as a backstop.  Same for the header limit
-    # (api/limits.py).
-    edge = header_limit(config.server.max_header_bytes, _new_request_id)  # + aiohttp's 4xx
+    # (api/limits.py), whose middleware also answers aiohttp's own 4xx (an unknown path, a
+    # wrong method) in the OpenAI shape.
+    edge = edge_middleware(config.server.max_header_bytes, _new_request_id)
     app = web.Application(
         client_max_size=config.server.max_body_bytes + 1,
         middlewares=[edge],

@@ -22,7 +22,7 @@ from hybrid_gateway.api.error_mapping import error_response, http_error_response
 from hybrid_gateway.errors import HeadersTooLarge, InvalidRequest
 from hybrid_gateway.types import ChatRequest
 
-__all__ = ["check_message_count", "header_bytes", "header_limit", "parser_limits"]
+__all__ = ["check_message_count", "edge_middleware", "header_bytes", "parser_limits"]
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 # aiohttp's default for one header line; the parser never gets a lower limit than this.
@@ -40,7 +40,7 @@ def header_bytes(request: web.Request) -> int:
     return sum(len(name) + len(value) + 4 for name, value in request.raw_headers)
 
 
-def header_limit(max_bytes: int, new_request_id: Callable[[web.Request], str]) -> Middleware:
+def edge_middleware(max_bytes: int, new_request_id: Callable[[web.Request], str]) -> Middleware:
     """The gateway's one middleware: 431 ``request_header_fields_too_large`` above
     ``max_bytes``; then aiohttp's own 4xx (an unknown path, a wrong method) answered in the
     OpenAI shape, never as aiohttp's text page.  One layer, not two: each costs every request."""
