@@ -31,6 +31,7 @@ import orjson
 from hybrid_gateway.errors import GatewayError
 from hybrid_gateway.upstreams.answers import empty_value
 from hybrid_gateway.upstreams.pool.endpoint import Endpoint, Request
+from hybrid_gateway.upstreams.sse import DONE
 
 if TYPE_CHECKING:
     from hybrid_gateway.upstreams.pool.pool import EndpointPool
@@ -41,7 +42,6 @@ _log = logging.getLogger(__name__)
 
 ResumeMode = Literal["off", "deterministic", "always"]
 
-_DONE = b"[DONE]"
 _META = ("id", "created")
 _DELTA_KEYS = frozenset({"role", "content"})
 
@@ -111,7 +111,7 @@ class CatchUp:
     def feed(self, payload: bytes) -> bytes | None:
         chunk = _chunk(payload)
         if chunk is None:
-            if self.caught and payload.strip() == _DONE:
+            if self.caught and payload.strip() == DONE:
                 return payload
             raise Diverged("the resent stream ended or sent something else before catching up")
         if not self.caught and not self._catch_up(chunk):
@@ -231,7 +231,7 @@ class WatchedStream:
 
 
 def _chunk(payload: bytes) -> dict[str, Any] | None:
-    if payload.strip() == _DONE:
+    if payload.strip() == DONE:
         return None
     try:
         chunk = orjson.loads(payload)
