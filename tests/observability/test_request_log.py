@@ -120,6 +120,30 @@ def test_large_batches_span_several_statements(tmp_path: Path) -> None:
     log.close()
 
 
+def test_every_value_reads_back_as_written_none_as_null(tmp_path: Path) -> None:
+    """None goes in as a stand-in that SQLite turns into NULL; values near it (0, "", negative
+    numbers, the largest 64-bit integers) must come back as they went in."""
+    from hybrid_gateway.observability.request_log import COLUMNS
+
+    sparse = RequestRecord(request_id="req_sparse", started_at=0.0)  # most columns None
+    edgy = record(2)
+    edgy.request_id, edgy.tenant, edgy.cost_usd = "req_edgy", "", -0.0
+    edgy.usage, edgy.retries = Usage(0, 2**63 - 1), -(2**63) + 1
+    edgy.extra["cache_entry"] = -1
+    log = SqliteRequestLog(tmp_path / "r.sqlite3", flush_interval_s=60)
+    for r in (sparse, edgy):
+        log.write(r)
+    log.flush()
+    for r in (sparse, edgy):
+        stored = log.query(
+            f"SELECT {', '.join(COLUMNS)} FROM requests WHERE request_id = ?", (r.request_id,)
+        )
+        assert stored == [record_row(r)]
+    nulls = log.query("SELECT count(*) FROM requests WHERE similarity IS NULL AND fallback IS NULL")
+    assert nulls == [(2,)]
+    log.close()
+
+
 def test_statement_sizes_are_few_and_cover_the_batch() -> None:
     from hybrid_gateway.observability.request_log import _statement_sizes
 

@@ -8,6 +8,16 @@ Rows go in as multi-row ``INSERT OR IGNORE ... VALUES (...), (...)`` statements:
 the GIL once per statement, not once per row as ``executemany`` does, so the flusher does not
 wrestle the event loop for the GIL row by row (measured here: 4.0 us of CPU per row, against 5.1
 for ``executemany`` and 11.8 for one ``json_each`` statement per batch).
+
+A ``None`` is never bound as such: ``sqlite3`` binds it through its adapter lookup (a key tuple,
+a dict miss, two attribute lookups), about 0.6 us a value against 0.08 for an int, and a
+pass-through row holds a dozen of them.  Each ``None`` goes in as ``_NULL`` (the smallest
+64-bit integer, which no column ever holds) and every placeholder is ``NULLIF(?, _NULL)``, so
+SQLite stores NULL, in its own code with the GIL released.  Measured in process on 33-column
+rows: 12.5 -> 6.3 us a row with half the values ``None``, 22.5 -> 7.0 with all of them; on
+request-log rows 18.0 -> 8.8 us.  The ``NULLIF`` statements compile larger, so a statement holds
+at most 128 rows (it held 500): the ten cached statements take about the memory the 500-row
+ones of plain ``?`` took, and 64 rows a statement measured no cheaper.
 """
 
 from __future__ import annotations
@@ -34,8 +44,11 @@ CREATE TABLE IF NOT EXISTS requests (
 CREATE INDEX IF NOT EXISTS requests_ts ON requests (ts);
 """
 
-_ROWS_PER_STATEMENT = 500  # x 30 columns stays under SQLite's 32,766 bound variables
-_ONE_ROW = "(" + ", ".join("?" for _ in COLUMNS) + ")"
+_ROWS_PER_STATEMENT = 128  # see the module's docstring
+# Stands for None in the bound values (see the module's docstring); stored as NULL.  No column
+# holds it: they are ids, names, timestamps, counts, costs and durations.
+_NULL = -(1 << 63)
+_ONE_ROW = "(" + ", ".join(f"NULLIF(?, {_NULL})" for _ in COLUMNS) + ")"
 
 
 @functools.lru_cache(maxsize=16)
@@ -62,7 +75,8 @@ class SqliteSink:
         start = 0
         for size in _statement_sizes(len(rows)):
             chunk = rows[start : start + size]
-            self._db.execute(_insert_sql(size), list(itertools.chain.from_iterable(chunk)))
+            values = itertools.chain.from_iterable(chunk)
+            self._db.execute(_insert_sql(size), [_NULL if v is None else v for v in values])
             start += size
         self._db.execute("COMMIT")
 
