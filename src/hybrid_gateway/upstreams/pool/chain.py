@@ -17,16 +17,21 @@ cheaper than hashing the text).  So a turn hashes only its new messages.  Messag
 compare equal render alike (a role or part text of another type than str aside: ``1 == True``
 renders apart; the chain only steers the routing).  Bounded: at most ``max_chars``
 characters of remembered prefixes (two generations, as the block table: an LRU to within a
-factor 2).
+factor 2; a dropped generation is freed a few entries per call, ``fading.py``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
+from hybrid_gateway.upstreams.pool.fading import Fading
+
 __all__ = ["ChainMemo", "block_chain", "render_conversation"]
 
 _EDGE = 16  # characters of the end of a message in its memo key (the rest is compared)
+# entries of a dropped generation freed per entry kept: a generation holds about as many entries
+# as are kept while the next one fills, so it is empty well before the next drop
+_FREED_PER_KEEP = 1
 
 
 def _message(message: object) -> tuple[str, str] | None:
@@ -34,14 +39,20 @@ def _message(message: object) -> tuple[str, str] | None:
     # (dict first: a parsed body's; an ABC check costs more than the rest of the lookup)
     if type(message) is not dict and not isinstance(message, Mapping):
         return None
-    content = message.get("content")
+    content, role = message.get("content"), message.get("role")
+    if type(content) is str and type(role) is str:  # the usual message, the short way
+        return _MARKERS.get(role) or f"<|{role}|>", content
     if isinstance(content, str):
         text = content
     elif isinstance(content, list):  # content parts: their text, in order
         text = "".join(str(p.get("text", "")) for p in content if isinstance(p, Mapping))
     else:
         text = ""
-    return f"<|{message.get('role')}|>", text
+    return f"<|{role}|>", text
+
+
+# the markers of the usual roles, made once (``_message``)
+_MARKERS = {role: f"<|{role}|>" for role in ("system", "developer", "user", "assistant", "tool")}
 
 
 def _messages(body: object) -> list[object]:
@@ -115,6 +126,7 @@ class ChainMemo:
         self._young: dict[_Key, _Prefix] = {}
         self._old: dict[_Key, _Prefix] = {}
         self._young_chars = 0
+        self._fading = Fading()  # dropped old generations, freed a few entries a call
 
     def __len__(self) -> int:
         return len(self._young) + len(self._old)
@@ -144,17 +156,24 @@ class ChainMemo:
 
     def _extend(self, prefix: _Prefix, added: list[object]) -> _Prefix:
         """``prefix`` followed by the ``added`` messages: only their text is hashed."""
-        parts = [m for m in map(_message, added) if m is not None]
-        rest = prefix.tail + "".join(marker + text for marker, text in parts)
+        pieces = [prefix.tail]
+        for message in added:
+            rendered = _message(message)
+            if rendered is not None:
+                pieces += rendered
+        rest = "".join(pieces)
         block = self._block
         whole = len(rest) - len(rest) % block
         previous = prefix.chain[-1] if prefix.chain else 0
-        new = block_chain(rest[:whole], block, previous) if whole else []
+        # (``rest`` whole: the chain covers its whole blocks only, without a copy of them)
+        new = block_chain(rest, block, previous) if whole else []
         messages = [*prefix.messages, *map(_copy, added)]
         return _Prefix(prefix.chain + tuple(new), rest[whole:], messages)
 
     def _keep(self, key: _Key, prefix: _Prefix) -> None:
         if self._young_chars >= self._half:  # the old generation goes; the young one is old now
+            self._fading.drop(self._old)
             self._old, self._young, self._young_chars = self._young, {}, 0
+        self._fading.step(_FREED_PER_KEEP)
         self._young[key] = prefix
         self._young_chars += len(prefix.chain) * self._block + len(prefix.tail) + 64

@@ -35,7 +35,7 @@ from hybrid_gateway.types import EndpointChoice
 from hybrid_gateway.upstreams.http1 import ConnectFailed
 from hybrid_gateway.upstreams.pool.active import ActiveChecks
 from hybrid_gateway.upstreams.pool.context import current_attempts
-from hybrid_gateway.upstreams.pool.endpoint import Endpoint, Request
+from hybrid_gateway.upstreams.pool.endpoint import Endpoint, PoolLoad, Request
 from hybrid_gateway.upstreams.pool.health import HealthState
 from hybrid_gateway.upstreams.pool.maker import EndpointMaker
 from hybrid_gateway.upstreams.pool.policies import Policy
@@ -127,6 +127,11 @@ class EndpointPool:
         # endpoints not healthy now (ejected or probing): while none is, every endpoint is
         # available and ``pick`` skips the scan
         self._out: set[int] = set()
+        # in flight over the endpoints, and how many have every slot taken: while none has,
+        # ``pick`` skips that scan
+        self._load = PoolLoad()
+        for endpoint in self.endpoints:
+            endpoint.attach(self._load)
         # removed by a reload, requests still in flight; and their clients' closing
         self.draining: list[Endpoint] = []
         self._closing: set[asyncio.Task[None]] = set()
@@ -178,8 +183,10 @@ class EndpointPool:
         if self._checks is not None:
             self._checks.replace(self.endpoints)
         for endpoint in removed:  # (first: a name moved to another URL keeps its new series)
+            endpoint.attach(PoolLoad())
             self._retire(endpoint)
         for endpoint in added:
+            endpoint.attach(self._load)
             endpoint.health.listen(partial(self.state_changed, endpoint))
             for listener in self._listeners:
                 listener.endpoint_state(self.name, endpoint.name, endpoint.health.state.value)
@@ -340,9 +347,8 @@ class EndpointPool:
             )
         fresh = [e for e in available if e.name not in failed] if failed else available
         candidates = fresh or available
-        # (the slot counts read directly: a property call per endpoint costs more than the rest)
-        if any(e._in_flight >= e.max_concurrency for e in candidates):
-            candidates = [e for e in candidates if e._in_flight < e.max_concurrency] or candidates
+        if self._load.full:  # some endpoint has every slot taken
+            candidates = [e for e in candidates if e.has_slot] or candidates
         choice = self.policy.choose(candidates, request)
         endpoint = choice.endpoint
         attempts = current_attempts()

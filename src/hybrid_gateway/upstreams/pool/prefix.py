@@ -3,19 +3,19 @@
 The rendered conversation is cut in blocks and hashed as a chain (``chain.py``: equal hashes
 mean equal prefixes; a memo hashes only the messages it has not seen, so each turn of a
 conversation costs its new text).  The policy remembers which endpoints were sent each block
-hash (one LRU of at most ``max_blocks`` hashes over all endpoints, each with a bit mask:
-bounded memory; two generations, the older dropped when the newer holds half: an LRU to within
-a factor 2) and walks the request's chain while some candidate holds it, noting how deep each
-candidate's match goes.  The endpoints of the longest match, and of every match at most
-``match_slack`` of the request's blocks shorter, form one group, and the least loaded of them
-takes the request (a tie keeps the longer match), if the longest match covers
-``match_threshold`` of its blocks and the load guard allows; if the guard rules it out, the
-endpoint of the next shorter match still above the threshold (a shared system prompt, say)
-that the guard allows; failing those, or below the threshold, the least loaded candidate.
-Either way the chosen endpoint is recorded as holding every block of the request (as SGLang's
-cache_aware router does).  So a conversation the guard once moved has two homes, the second
-behind by a few messages, and its next turns go to whichever is less busy: balance for the
-prefill of a few messages instead of the whole conversation.
+hash (one LRU of at most ``max_blocks`` hashes over all endpoints, each with a bit mask: bounded
+memory; two generations, the older dropped when the newer holds half: an LRU to within a factor
+2; a dropped generation is freed a few blocks per call, ``fading.py``) and walks the request's
+chain while some candidate holds it, noting how deep each candidate's match goes.  The endpoints
+of the longest match, and of every match at most ``match_slack`` of the request's blocks
+shorter, form one group, and the least loaded of them takes the request (a tie keeps the longer
+match), if the longest match covers ``match_threshold`` of its blocks and the load guard allows;
+if the guard rules it out, the endpoint of the next shorter match still above the threshold (a
+shared system prompt, say) that the guard allows; failing those, or below the threshold, the
+least loaded candidate.  Either way the chosen endpoint is recorded as holding every block of
+the request (as SGLang's cache_aware router does).  So a conversation the guard once moved has
+two homes, the second behind by a few messages, and its next turns go to whichever is less busy:
+balance for the prefill of a few messages instead of the whole conversation.
 
 Load guard: an endpoint is passed over when its in-flight count n is both more than
 ``balance_abs`` above the candidates' mean and more than ``balance_rel`` times it:
@@ -27,8 +27,9 @@ the defaults (0.25 / 1.25) trip at 2 in flight when the mean is 1.5, at 3 when i
 126 when it is 100; 1 / 1.5 trips at 4 (mean 2) and 151, keeping more conversations home and
 the servers' loads less even (docs/replicas.md, *Load imbalance*, has the trade measured).
 
-The walk, the masks and the guard are plain ints; the mean is one C-level sum, computed only
-when the target has more than ``balance_abs`` in flight.  An ejected endpoint is forgotten
+The walk, the masks and the guard are plain ints; the mean, needed only when the target has
+more than ``balance_abs`` in flight, is the pool's running total (``PoolLoad``) when every
+endpoint is a candidate, else one C-level sum.  An ejected endpoint is forgotten
 (its bit cleared in one pass over the LRU): its server may have restarted cold.  A reload that
 changes the endpoints (``reindex``) moves each kept endpoint's bit to its new index and drops
 removed endpoints' bits, and the blocks no endpoint holds any more, in one pass.
@@ -41,6 +42,7 @@ from operator import attrgetter
 
 from hybrid_gateway.upstreams.pool.chain import ChainMemo, block_chain, render_conversation
 from hybrid_gateway.upstreams.pool.endpoint import Endpoint, Request
+from hybrid_gateway.upstreams.pool.fading import Fading
 from hybrid_gateway.upstreams.pool.policies import Choice, least_loaded
 from hybrid_gateway.upstreams.pool.settings import BalancingConfig
 
@@ -65,6 +67,9 @@ class PrefixAffinity:
         # overlap (a block moves, the swap empties the young one).
         self._young: dict[int, int] = {}
         self._old: dict[int, int] = {}
+        # dropped old generations, freed two blocks per block added (a generation is filled by
+        # max_blocks / 2 additions, so the one before it is gone by then)
+        self._fading = Fading()
         self._turn = 0
 
     def _tune(self, config: BalancingConfig, endpoints: int) -> None:
@@ -132,7 +137,7 @@ class PrefixAffinity:
                 continue  # a match within match_slack of the longest: one group with it
             if target.in_flight > self._abs:  # (else within balance_abs of any mean)
                 if mean < 0:
-                    mean = sum(map(_IN_FLIGHT, candidates)) / len(candidates)
+                    mean = self._mean(candidates)
                 if not self._guard_allows(target.in_flight, mean):
                     guarded, target = True, None
                     continue
@@ -159,6 +164,15 @@ class PrefixAffinity:
         for blocks in (self._young, self._old):
             for block, mask in blocks.items():
                 blocks[block] = mask & keep
+
+    def _mean(self, candidates: Sequence[Endpoint]) -> float:
+        """The candidates' mean in-flight count: their pool's running total when every endpoint
+        of the pool is a candidate (candidates come from one pool), else a sum over them."""
+        load = candidates[0].pool_load
+        if load.endpoints == len(candidates):
+            return load.in_flight / len(candidates)
+        total: int = sum(map(_IN_FLIGHT, candidates))
+        return total / len(candidates)
 
     def _guard_allows(self, in_flight: int, mean: float) -> bool:
         """May an endpoint with ``in_flight`` requests take one more, the candidates having
@@ -206,6 +220,7 @@ class PrefixAffinity:
         young, bit = self._young, 1 << endpoint.index
         get = young.get
         half = self._max_blocks // 2
+        added = 0
         for block in chain[start:] if start else chain:
             mask = get(block)
             if mask is not None:
@@ -214,10 +229,14 @@ class PrefixAffinity:
                 continue
             mask = self._old.pop(block, 0)
             if len(young) >= half:  # the old generation goes; the young one is old now
+                self._fading.drop(self._old)
                 self._old, self._young = young, {}
                 young = self._young
                 get = young.get
             young[block] = mask | bit
+            added += 1
+        if added:
+            self._fading.step(2 * added)
 
 
 def _move_bits(mask: int, moved: Mapping[int, int]) -> int:
