@@ -179,3 +179,46 @@ def test_answer_changing_params_and_model_split_buckets_others_do_not() -> None:
 def test_no_key_without_a_final_user_question() -> None:
     assert semantic_key(request([{"role": "assistant", "content": "hi"}]), STRIP) is None
     assert semantic_key(request([user("   ")]), STRIP) is None
+
+
+# -- the fast paths of ``NoiseStripper.strip`` ----------------------------------------------------
+def _reference_strip(stripper: NoiseStripper, text: str, *, system: bool) -> str:
+    """What ``strip`` did before its prechecks: every pattern's scan, then ``\\s+`` -> " "."""
+    import re
+
+    patterns = [p for p, _ in stripper._noise]
+    if stripper._timestamps == "all" or (system and stripper._timestamps == "system"):
+        patterns = [p for p, _ in stripper._clock] + patterns
+    for pattern in patterns:
+        text = pattern.sub(" ", text)
+    return re.sub(r"\s+", " ", text).strip()
+
+
+# pieces that make the patterns match, nearly match or not: ids, hex runs, dates, separators,
+# whitespace of every kind, non-ASCII digits (\d reads them) and letters
+_PIECES = [
+    "req_", "msg-", "USER_", "session-", "id_", "chatcmpl-", "conv", "3f2a9c1e", "-0b7d", "-4e5f",
+    "5f2b8c9d0e1a2b3c", "4d5e6f70", "a1b2", "2025-03-01", " 10:22:33", "T09:00:00Z", "1700000000",
+    "123", "x9", "_", "-", " ", "  ", "\t", "\n", "\u00a0", "\u2003", "\x1c", "\u0663", "\uff13",
+    "Alice", "alice's", "Bob", "hello", "how do I reset", "?", ".", "é", "日本", ":", "/",
+    "\u0663\u0664",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("timestamps", ["none", "system", "all"])
+def test_strip_equals_every_pattern_scanned(timestamps: TimestampScope) -> None:
+    from hypothesis import example, given, settings
+    from hypothesis import strategies as st
+
+    stripper = NoiseStripper(user_names=["Alice", "Bob"], timestamps=timestamps)
+    texts = st.lists(st.sampled_from(_PIECES), max_size=30).map("".join) | st.text(max_size=60)
+
+    @settings(max_examples=400, deadline=None)
+    @given(texts, st.booleans())
+    @example("now \u0663\u0664:\u0663\u0664:\u0663\u0664 ok", True)  # \d: no ASCII digit
+    def same(text: str, system: bool) -> None:
+        assert stripper.strip(text, system=system) == _reference_strip(
+            stripper, text, system=system
+        )
+
+    same()
