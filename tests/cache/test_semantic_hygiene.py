@@ -201,7 +201,8 @@ _PIECES = [
     "5f2b8c9d0e1a2b3c", "4d5e6f70", "a1b2", "2025-03-01", " 10:22:33", "T09:00:00Z", "1700000000",
     "123", "x9", "_", "-", " ", "  ", "\t", "\n", "\u00a0", "\u2003", "\x1c", "\u0663", "\uff13",
     "Alice", "alice's", "Bob", "hello", "how do I reset", "?", ".", "é", "日本", ":", "/",
-    "\u0663\u0664",
+    "\u0663\u0664", "\u017fession-", "\u0131d_", "REQ-", "x-", "-" * 70, "deadbeef", "-cafe",
+    "3f2a9c1e-0b7d-4e5f-9a1b-2c3d4e5f6a7b",
 ]  # fmt: skip
 
 
@@ -216,6 +217,8 @@ def test_strip_equals_every_pattern_scanned(timestamps: TimestampScope) -> None:
     @settings(max_examples=400, deadline=None)
     @given(texts, st.booleans())
     @example("now \u0663\u0664:\u0663\u0664:\u0663\u0664 ok", True)  # \d: no ASCII digit
+    @example("\u017fession-3f2a9c1e", False)  # IGNORECASE: the long s is an s
+    @example("a-b x3f2a9c1e-0b7d-4e5f-9a1b-2c3d4e5f6a7b", False)  # a UUID after another '-'
     def same(text: str, system: bool) -> None:
         assert stripper.strip(text, system=system) == _reference_strip(
             stripper, text, system=system
