@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
@@ -295,7 +296,7 @@ def _order_kept(a: str, b: str) -> bool:
     ta, tb = _order_tokens(a), _order_tokens(b)
     if ta == tb:
         return True
-    ca, cb = {t: ta.count(t) for t in ta}, {t: tb.count(t) for t in tb}
+    ca, cb = Counter(ta), Counter(tb)  # (a count per token was quadratic: 1.6 ms at 2 KB)
     anchors = [t for t in ta if ca[t] == 1 and cb.get(t) == 1]
     if len(anchors) < 3 or len(anchors) < _ORDER_COVER * max(len(ta), len(tb)):
         return True
