@@ -160,7 +160,8 @@ def numbers(text: str) -> frozenset[str]:
     parsed = _parsed(text)
     norm = parsed.norm
     found = {n.replace(",", "") for n in _ARABIC.findall(norm)}
-    for run in _CN_NUMERAL.findall(norm):
+    # (the Chinese patterns match no ASCII character: an ASCII text skips their scans)
+    for run in () if norm.isascii() else _CN_NUMERAL.findall(norm):
         if run in _CN_NOT_NUMBER:
             continue
         value = _cn_number(run)
@@ -189,9 +190,13 @@ def dates(text: str) -> frozenset[str]:
 @lru_cache(maxsize=4096)
 def negations(text: str) -> int:
     parsed = _parsed(text)
-    cn = _CN_NOT_NEGATION.sub("", _A_NOT_A.sub("", parsed.norm))
-    count = len(_CN_NEGATION.findall(cn))
-    words = [w.replace("'", "").replace("’", "") for w in parsed.words]
+    count = 0
+    if not parsed.norm.isascii():
+        cn = _CN_NOT_NEGATION.sub("", _A_NOT_A.sub("", parsed.norm))
+        count = len(_CN_NEGATION.findall(cn))
+    words = [
+        w.replace("'", "").replace("’", "") if "'" in w or "’" in w else w for w in parsed.words
+    ]
     count += sum(1 for w in words if w in _EN_NEGATION)
     return count
 
@@ -199,9 +204,9 @@ def negations(text: str) -> int:
 @lru_cache(maxsize=4096)
 def entities(text: str) -> frozenset[str]:
     norm = _parsed(text).norm
-    latin = _LATIN_TOKEN.findall(norm)
-    if _CJK.search(norm):  # Chinese text: every Latin token in it is a name (iPhone, QQ, Excel)
-        return frozenset(t.lower().rstrip("._-") for t in latin)
+    if not norm.isascii() and _CJK.search(norm):
+        # Chinese text: every Latin token in it is a name (iPhone, QQ, Excel)
+        return frozenset(t.lower().rstrip("._-") for t in _LATIN_TOKEN.findall(norm))
     found = set()
     for i, token in enumerate(_WORD.findall(norm)):
         if token[0].isupper() and token.lower() not in _EN_FUNCTION and (i > 0 or token.isupper()):
@@ -228,9 +233,10 @@ def _entities_agree(a: str, b: str) -> bool:
 def _no_opposites(a: str, b: str) -> bool:
     pa, pb = _parsed(a), _parsed(b)
     na, nb = pa.lower, pb.lower
-    only_a, only_b = set(_CJK.findall(na)) - set(nb), set(_CJK.findall(nb)) - set(na)
-    if any(frozenset((x, y)) in _CN_OPPOSITES for x in only_a for y in only_b):
-        return False
+    if not (na.isascii() or nb.isascii()):  # (Chinese opposites need Chinese on both sides)
+        only_a, only_b = set(_CJK.findall(na)) - set(nb), set(_CJK.findall(nb)) - set(na)
+        if any(frozenset((x, y)) in _CN_OPPOSITES for x in only_a for y in only_b):
+            return False
     wa, wb = set(pa.words), set(pb.words)
     return not any(frozenset((x, y)) in _EN_OPPOSITES for x in wa - wb for y in wb - wa)
 
