@@ -177,3 +177,26 @@ def test_whole_full_pipeline_command_smoke(tmp_path: Path) -> None:
     assert stages["static"] > 0 and stages["embed"] >= 0
     assert any(o["cache"] == "miss" for o in report["outcomes"])
     assert (out / json_path.name.replace(".json", ".md")).exists()
+
+
+def test_the_stage_profile_counts_guards_wherever_the_rule_ran_them() -> None:
+    """The cascade's rule runs its guards from the static bound up: the profile moves their
+    CPU from ``search`` to ``guards`` there too, not only above e5's threshold."""
+    from hybrid_gateway.cache.semantic.cache import CacheBounds, SemanticCache
+    from hybrid_gateway.cache.semantic.cascade import CascadeRule
+    from hybrid_gateway.cache.semantic.decision import DecisionRule
+    from hybrid_gateway.resilience.clock import ManualClock
+    from hybrid_gateway.tools.overhead.stages import _judge_cpu
+
+    bounds = CacheBounds(ttl_s=60, max_entries=10, max_bytes=1 << 20)
+    question, candidate = (prompt_text("long", f"tag{n}", n) for n in (1, 2))
+    rules = {
+        "cascade": CascadeRule(0.99, ("numbers", "order"), None, static_bound=0.5),
+        "plain": DecisionRule(0.99, ("numbers", "order")),
+    }
+    spent = {}
+    for name, rule in rules.items():
+        cache = SemanticCache(bounds=bounds, rule=rule, clock=ManualClock())
+        spent[name] = _judge_cpu(cache, question, candidate, 0.8, None)  # type: ignore[arg-type]
+    assert spent["cascade"][0] > 0  # 0.8 is over the bound: the guards ran and are counted
+    assert spent["plain"] == (0.0, 0.0)  # under e5's threshold: nothing ran

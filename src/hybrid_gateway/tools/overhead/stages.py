@@ -42,6 +42,7 @@ from hybrid_gateway.api.schema import parse_chat_request
 from hybrid_gateway.cache.semantic import guards
 from hybrid_gateway.cache.semantic.build import build_semantic_stage
 from hybrid_gateway.cache.semantic.cache import SemanticCache
+from hybrid_gateway.cache.semantic.cascade import CascadeRule
 from hybrid_gateway.cache.semantic.hygiene import SemanticKey
 from hybrid_gateway.cache.semantic.stage import SemanticStage
 from hybrid_gateway.config import load_config
@@ -179,9 +180,13 @@ async def _both(question: Awaitable[Vector], e5: AsyncEmbedder, candidate: str) 
 
 def _judge_cpu(cache: SemanticCache, question: str, candidate: str, similarity: float,
                vectors: tuple[Vector, Vector]) -> tuple[float, float]:  # fmt: skip
-    """CPU ms of the guards and of the verifier on one candidate (the rule's own parts)."""
+    """CPU ms of the guards and of the verifier on one candidate (the rule's own parts), when
+    the rule ran them: at or above its threshold, which for the cache's cascade is the static
+    bound (before 2026-12-05 this read e5's threshold, and a long lookup's guards stayed in
+    ``search``)."""
     rule = cache.rule
-    if similarity < rule.threshold:
+    bound = rule.static_bound if isinstance(rule, CascadeRule) else rule.threshold
+    if similarity < bound:
         return 0.0, 0.0
     started = time.process_time()
     result = guards.check(question, candidate, rule.guards)
