@@ -57,8 +57,8 @@ class Endpoint:
     ``PoolLoad`` of its pool (``attach``)."""
 
     __slots__ = (
-        "_full", "_in_flight", "_max_concurrency", "client", "ewma_s", "health",
-        "index", "load", "name", "pool_load", "requests", "retired", "url", "weight",
+        "_in_flight", "_max_concurrency", "client", "ewma_s", "health", "index", "load",
+        "name", "pool_load", "requests", "retired", "url", "weight",
     )  # fmt: skip
 
     def __init__(
@@ -76,7 +76,6 @@ class Endpoint:
         self.weight, self._max_concurrency = weight, max_concurrency
         self.client, self.health = client, health
         self._in_flight = 0
-        self._full = False
         self.pool_load = PoolLoad()  # its own until a pool attaches it
         self.pool_load.endpoints = 1
         self.load = 0.0
@@ -93,11 +92,11 @@ class Endpoint:
 
     @in_flight.setter
     def in_flight(self, value: int) -> None:
-        self.pool_load.in_flight += value - self._in_flight
+        load, was, cap = self.pool_load, self._in_flight, self._max_concurrency
+        load.in_flight += value - was
+        load.full += (value >= cap) - (was >= cap)  # (bools: +1 filled, -1 freed, 0 neither)
         self._in_flight = value
         self.load = value / self.weight
-        if (value >= self._max_concurrency) is not self._full:
-            self._count()
 
     @property
     def max_concurrency(self) -> int:
@@ -105,13 +104,9 @@ class Endpoint:
 
     @max_concurrency.setter
     def max_concurrency(self, value: int) -> None:
+        n = self._in_flight
+        self.pool_load.full += (n >= value) - (n >= self._max_concurrency)
         self._max_concurrency = value
-        if (self._in_flight >= value) is not self._full:
-            self._count()
-
-    def _count(self) -> None:
-        self._full = not self._full
-        self.pool_load.full += 1 if self._full else -1
 
     @property
     def has_slot(self) -> bool:
@@ -125,7 +120,7 @@ class Endpoint:
         pool_load.endpoints += 1
         old.in_flight -= self._in_flight
         pool_load.in_flight += self._in_flight
-        if self._full:
+        if not self.has_slot:
             old.full -= 1
             pool_load.full += 1
         self.pool_load = pool_load
