@@ -16,6 +16,7 @@ from hybrid_gateway.observability.logs import (
     REQUEST_FIELDS,
     JsonFormatter,
     LogfmtFormatter,
+    LogFormat,
     RequestLines,
     bind_request_id,
     configure_logging,
@@ -293,3 +294,95 @@ def test_serve_configures_chunked_console_lines(root_logging: None) -> None:
     request, warning = (logfmt(line) for line in lines_of(out))
     assert request["msg"] == "request" and warning["msg"] == "now"
     configure_logging("logfmt", "INFO", out)  # a second call closes the first handler
+
+
+def _without_ts(line: str, fmt: str) -> object:
+    if fmt == "json":
+        fields = json.loads(line)
+        fields.pop("ts")
+        return fields
+    return {key: value for key, value in logfmt(line).items() if key != "ts"}
+
+
+@pytest.mark.parametrize("fmt", ["logfmt", "json"])
+@pytest.mark.parametrize(
+    "changes",
+    [{}, {"route": None, "usage": None, "ttft_ms": 3.14159, "model": 'a "quoted" id'},
+     {"stream": True, "tenant": "t=1", "upstream_ms": 0.001, "status": 404}],
+)  # fmt: skip
+def test_a_line_handed_to_the_gateways_handler_reads_as_its_log_record_would(
+    root_logging: None, fmt: LogFormat, changes: dict[str, object]
+) -> None:
+    """The INFO request line skips the LogRecord when configure_logging's handler is the only
+    place it goes (emit_later): its text is the one the record would have been formatted to."""
+    out = io.StringIO()
+    logging.getLogger().handlers.clear()  # pytest's own capture handlers (put back after)
+    configure_logging(fmt, "INFO", out, flush_interval_s=3600)
+    (handler,) = logging.getLogger().handlers
+    assert isinstance(handler, ConsoleHandler)
+    RequestLines().request(served(**changes))
+    assert handler.waiting == 1 and out.getvalue() == ""  # an entry, formatted with its chunk
+    handler.flush()
+    (line,) = lines_of(out)
+    record = logging.LogRecord("hybrid_gateway.request", logging.INFO, "", 0, "request", None, None)
+    record.request = served(**changes)
+    formatter = LogfmtFormatter() if fmt == "logfmt" else JsonFormatter()
+    assert _without_ts(line, fmt) == _without_ts(formatter.format(record), fmt)
+
+
+def test_a_line_goes_through_a_log_record_where_something_else_would_see_it(
+    root_logging: None,
+) -> None:
+    """Another handler, a filter on the request logger, or a record factory: the line is a
+    LogRecord as before, and each of them sees it."""
+    out, seen = io.StringIO(), []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            seen.append(record)
+
+    root = logging.getLogger()
+    root.handlers.clear()  # pytest's own capture handlers (put back after)
+    configure_logging("logfmt", "INFO", out)
+    root.addHandler(Keep())
+    RequestLines().request(served())
+    assert len(seen) == 1 and logfmt(lines_of(out)[0])["request_id"] == "req_abc"
+    root.removeHandler(root.handlers[-1])
+    logger = logging.getLogger("hybrid_gateway.request")
+    dropped = logging.Filter("nothing")  # refuses every record: its name matches none
+    logger.addFilter(dropped)
+    try:
+        RequestLines().request(served())
+    finally:
+        logger.removeFilter(dropped)
+    assert len(lines_of(out)) == 1  # the filter saw the record, and dropped it
+    factory = logging.getLogRecordFactory()
+    made: list[str] = []
+
+    def counting(*args: object, **kwargs: object) -> logging.LogRecord:
+        made.append("record")
+        return factory(*args, **kwargs)
+
+    logging.setLogRecordFactory(counting)
+    try:
+        RequestLines().request(served())
+    finally:
+        logging.setLogRecordFactory(factory)
+    assert made == ["record"] and len(lines_of(out)) == 2
+
+
+def test_an_entry_that_fails_to_render_loses_its_line_only(
+    root_logging: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = io.StringIO()
+    logging.getLogger().handlers.clear()  # pytest's own capture handlers (put back after)
+    configure_logging("logfmt", "INFO", out, flush_interval_s=3600)
+    (handler,) = logging.getLogger().handlers
+    lines = RequestLines()
+    lines.request(served(request_id="req_1"))
+    assert isinstance(handler, ConsoleHandler)
+    handler.emit_later(("not", "a", "line"))
+    lines.request(served(request_id="req_2"))
+    handler.flush()
+    assert [logfmt(line)["request_id"] for line in lines_of(out)] == ["req_1", "req_2"]
+    assert "Logging error" in capsys.readouterr().err

@@ -14,9 +14,12 @@ store going down):
 * ``msg=retry`` (WARNING) for each retried attempt, ``msg=breaker`` (WARNING) for each breaker
   state change: ``RequestLines`` is the dispatcher's retry listener and the breakers' listener.
 
-A request line costs one ``LogRecord`` and a share of one chunked write (log_handler.py): its
-fields are read from the request's record only when a handler formats it, so a level that
-drops it formats nothing.
+A request line at INFO, where the gateway's own handler is the only place it can go (the
+usual case: ``configure_logging``'s handler, no other handler, filter or record factory), is
+a tuple of its fields handed to that handler (``ConsoleHandler.emit_later``) and formatted
+with its chunk: no ``LogRecord``, no handling, and the same text (a test holds the two paths
+equal).  Anywhere else it is a ``LogRecord`` as any line, its fields read from the request's
+record only when a handler formats it, so a level that drops it formats nothing.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import re
 import sys
 import time
 from contextvars import ContextVar, Token
-from typing import IO, Literal
+from typing import IO, Any, Literal
 
 import orjson
 
@@ -74,18 +77,38 @@ REQUEST_FIELDS = (
 )  # fmt: skip
 
 
+# A request line's fields as they were when it was logged: (created, levelname, logger name,
+# request_id, tenant, app, model, stream, route, cache, status, error, latency_ms, ttft_ms,
+# upstream_ms, usage, cost_usd, retries, fallback).  A tuple: made once per request.
+Line = tuple[Any, ...]
+
+
+def line_of(r: RequestRecord, created: float, level: str, logger: str) -> Line:
+    """The request line's fields read off the record now (its route and usage are frozen)."""
+    return (
+        created, level, logger, r.request_id, r.tenant, r.app, r.model, r.stream, r.route,
+        r.cache, r.status, r.error_code, r.latency_ms, r.ttft_ms, r.upstream_ms, r.usage,
+        r.cost_usd, r.retries, r.fallback,
+    )  # fmt: skip
+
+
 def request_pairs(r: RequestRecord) -> list[tuple[str, object]]:
     """``REQUEST_FIELDS`` read off the record (one call: this runs once per request)."""
-    route, usage = r.route, r.usage
+    return _line_pairs(line_of(r, 0.0, "", ""))
+
+
+def _line_pairs(line: Line) -> list[tuple[str, object]]:
+    (_, _, _, _, tenant, app, model, stream, route, cache, status, error, latency_ms, ttft_ms,
+     upstream_ms, usage, cost_usd, retries, fallback) = line  # fmt: skip
     return [
-        ("tenant", r.tenant), ("app", r.app), ("model", r.model), ("stream", r.stream),
+        ("tenant", tenant), ("app", app), ("model", model), ("stream", stream),
         ("lane", route.lane if route else None), ("channel", route.channel if route else None),
-        ("rule", route.rule if route else None), ("cache", r.cache.value),
-        ("status", r.status), ("error", r.error_code), ("latency_ms", _ms(r.latency_ms)),
-        ("ttft_ms", _ms(r.ttft_ms)), ("upstream_ms", _ms(r.upstream_ms)),
+        ("rule", route.rule if route else None), ("cache", cache.value),
+        ("status", status), ("error", error), ("latency_ms", _ms(latency_ms)),
+        ("ttft_ms", _ms(ttft_ms)), ("upstream_ms", _ms(upstream_ms)),
         ("prompt_tokens", usage.prompt_tokens if usage else None),
         ("completion_tokens", usage.completion_tokens if usage else None),
-        ("cost_usd", round(r.cost_usd, 10)), ("retries", r.retries), ("fallback", r.fallback),
+        ("cost_usd", round(cost_usd, 10)), ("retries", retries), ("fallback", fallback),
     ]  # fmt: skip
 
 
@@ -114,6 +137,10 @@ class RequestLines:
         level = request_level(record)
         log = self._log
         if log.isEnabledFor(level):
+            handler = _sole_handler(log, level) if level < logging.WARNING else None
+            if handler is not None:  # the line's fields now, its text with its chunk
+                handler.emit_later(line_of(record, time.time(), _LEVEL_NAMES[level], log.name))
+                return
             # What ``log.log(level, "request", extra={"request": record})`` makes (no caller
             # frame: configure_logging turns that off), without its argument handling: the
             # record itself travels, its fields read only if a handler formats it.  Filters,
@@ -130,6 +157,35 @@ class RequestLines:
     def state_change(self, channel: str, old: BreakerState, new: BreakerState) -> None:
         fields = {"channel": channel, "old": old.value, "new": new.value}
         self._log.warning("breaker", extra={"fields": fields})
+
+
+_LEVEL_NAMES = {logging.DEBUG: "DEBUG", logging.INFO: "INFO"}
+
+
+def _sole_handler(log: logging.Logger, level: int) -> _GatewayHandler | None:
+    """The gateway's handler, when a ``level`` line of ``log`` can go nowhere else and nothing
+    would see its ``LogRecord`` first (a filter, another handler, a record factory)."""
+    if log.disabled or log.filters or logging.getLogRecordFactory() is not _RECORD_FACTORY:
+        return None
+    node = log
+    while node.parent is not None:  # up to the root, as Logger.callHandlers walks
+        if node.handlers or not node.propagate:
+            return None
+        node = node.parent
+    if len(node.handlers) != 1:
+        return None
+    handler = node.handlers[0]
+    if (
+        type(handler) is not _GatewayHandler
+        or level < handler.level
+        or handler.filters != handler.own_filters
+        or type(handler.formatter) not in _LINE_FORMATTERS
+    ):
+        return None
+    return handler
+
+
+_RECORD_FACTORY = logging.LogRecord  # logging's own; a program may install another
 
 
 # -- formatting ---------------------------------------------------------------------------------
@@ -170,6 +226,15 @@ class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         return orjson.dumps(dict(_pairs(record)), default=str).decode()
 
+    def request_text(self, line: Line) -> str:
+        """A request line from its fields, as ``format`` writes its ``LogRecord``."""
+        pairs: list[tuple[str, object]] = [
+            ("ts", _timestamp(line[0])), ("level", line[1]), ("logger", line[2]),
+            ("msg", "request"), ("request_id", line[3]),
+        ]  # fmt: skip
+        pairs += _line_pairs(line)
+        return orjson.dumps(dict(pairs), default=str).decode()
+
 
 class LogfmtFormatter(logging.Formatter):
     """``key=value`` pairs; a value with a space, ``=`` or ``"`` is quoted, escapes kept on
@@ -189,33 +254,40 @@ class LogfmtFormatter(logging.Formatter):
         return " ".join([f"{key}={_logfmt_value(value)}" for key, value in _pairs(record)])
 
     def _request(self, record: logging.LogRecord, r: RequestRecord) -> str:
+        text = self.request_text(line_of(r, record.created, record.levelname, record.name),
+                                 record.getMessage())  # fmt: skip
+        return text + _logfmt_extra(record)
+
+    def request_text(self, line: Line, msg: str = "request") -> str:
         """A request line as the generic path writes it (a test holds them equal), in one
         f-string: the line written once per request costs a third of the generic one.  The
         runs of fields that repeat from request to request (level to msg; tenant to rule) are
         formatted once per distinct run and kept, like the words."""
-        route, usage, v, w = r.route, r.usage, _logfmt_value, self._word
-        head = (record.levelname, record.name, record.getMessage())
+        (created, level, logger, request_id, tenant, app, model, stream, route, cache, status,
+         error, latency_ms, ttft_ms, upstream_ms, usage, cost_usd, retries, fallback) = line
+        w = self._word
+        head = (level, logger, msg)
         first = self._runs.get(head)
         if first is None:
-            first = self._keep(head, f"level={head[0]} logger={head[1]} msg={w(head[2])}")
+            first = self._keep(head, f"level={level} logger={logger} msg={w(msg)}")
         where = (route.lane, route.channel, route.rule) if route else (None, None, None)
-        who = (r.tenant, r.app, r.model, r.stream, *where)
+        who = (tenant, app, model, stream, *where)
         second = self._runs.get(who)
         if second is None:
             second = self._keep(who, (
-                f"tenant={w(r.tenant)} app={w(r.app)} model={w(r.model)} "
-                f"stream={'true' if r.stream else 'false'} lane={w(who[4])} "
+                f"tenant={w(tenant)} app={w(app)} model={w(model)} "
+                f"stream={'true' if stream else 'false'} lane={w(who[4])} "
                 f"channel={w(who[5])} rule={w(who[6])}"
             ))  # fmt: skip
         return (
-            f"ts={self._timestamp(record.created)} {first} request_id={v(r.request_id)} "
-            f"{second} cache={r.cache.value} status={r.status} error={w(r.error_code)} "
-            f"latency_ms={_ms_text(r.latency_ms)} ttft_ms={_ms_text(r.ttft_ms)} "
-            f"upstream_ms={_ms_text(r.upstream_ms)} "
+            f"ts={self._timestamp(created)} {first} request_id={_logfmt_value(request_id)} "
+            f"{second} cache={cache.value} status={status} error={w(error)} "
+            f"latency_ms={_ms_text(latency_ms)} ttft_ms={_ms_text(ttft_ms)} "
+            f"upstream_ms={_ms_text(upstream_ms)} "
             f"prompt_tokens={usage.prompt_tokens if usage else ''} "
             f"completion_tokens={usage.completion_tokens if usage else ''} "
-            f"cost_usd={round(r.cost_usd, 10)} retries={r.retries} fallback={w(r.fallback)}"
-        ) + _logfmt_extra(record)
+            f"cost_usd={round(cost_usd, 10)} retries={retries} fallback={w(fallback)}"
+        )
 
     def _keep(self, key: tuple[object, ...], text: str) -> str:
         if len(self._runs) > _WORDS_KEPT:  # bounded like the words
@@ -285,8 +357,19 @@ class _RequestIdFilter(logging.Filter):
         return True
 
 
+_LINE_FORMATTERS = frozenset({LogfmtFormatter, JsonFormatter})
+
+
 class _GatewayHandler(ConsoleHandler):
-    """Marks the handler ``configure_logging`` installed, to replace it on a second call."""
+    """The handler ``configure_logging`` installs (replaced on a second call); it renders the
+    request lines ``RequestLines`` hands it (``emit_later``) with its formatter."""
+
+    own_filters: list[object]  # what configure_logging added
+
+    def render(self, entry: Line) -> str:
+        formatter = self.formatter
+        assert isinstance(formatter, LogfmtFormatter | JsonFormatter)  # _sole_handler checked
+        return formatter.request_text(entry)
 
 
 def configure_logging(
@@ -306,6 +389,7 @@ def configure_logging(
     handler = _GatewayHandler(stream if stream is not None else sys.stderr, flush_interval_s)
     handler.setFormatter(FORMATTERS[fmt]())
     handler.addFilter(_RequestIdFilter())
+    handler.own_filters = list(handler.filters)
     root.addHandler(handler)
     root.setLevel(level)
     logging.captureWarnings(True)  # Python's warnings too, as lines of the same format
