@@ -178,7 +178,8 @@ def _sole_handler(log: logging.Logger, level: int) -> _GatewayHandler | None:
     if (
         type(handler) is not _GatewayHandler
         or level < handler.level
-        or handler.filters != handler.own_filters
+        or len(handler.filters) != 1  # configure_logging's request-id filter alone
+        or type(handler.filters[0]) is not _RequestIdFilter
         or type(handler.formatter) not in _LINE_FORMATTERS
     ):
         return None
@@ -357,14 +358,12 @@ class _RequestIdFilter(logging.Filter):
         return True
 
 
-_LINE_FORMATTERS = frozenset({LogfmtFormatter, JsonFormatter})
+_LINE_FORMATTERS = frozenset(FORMATTERS.values())  # each has request_text
 
 
 class _GatewayHandler(ConsoleHandler):
     """The handler ``configure_logging`` installs (replaced on a second call); it renders the
     request lines ``RequestLines`` hands it (``emit_later``) with its formatter."""
-
-    own_filters: list[object]  # what configure_logging added
 
     def render(self, entry: Line) -> str:
         formatter = self.formatter
@@ -389,7 +388,6 @@ def configure_logging(
     handler = _GatewayHandler(stream if stream is not None else sys.stderr, flush_interval_s)
     handler.setFormatter(FORMATTERS[fmt]())
     handler.addFilter(_RequestIdFilter())
-    handler.own_filters = list(handler.filters)
     root.addHandler(handler)
     root.setLevel(level)
     logging.captureWarnings(True)  # Python's warnings too, as lines of the same format
