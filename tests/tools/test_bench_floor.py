@@ -3,6 +3,8 @@ would route; hand-made items, results and engines."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from hybrid_gateway.tools.bench.floor import alone_s, latency_floor
@@ -53,4 +55,41 @@ def test_routed_and_oracle_p95() -> None:
     assert floor["routed_p95_s"] == pytest.approx(0.3)
     # an item the workload does not hold: no floor
     assert latency_floor([result("zz", 0.0, "light")], items, engines) == {
-        "routed_p95_s": None, "oracle_p95_s": None}  # fmt: skip
+        "routed_p95_s": None, "oracle_p95_s": None, "ideal_p95_s": None,
+        "by_class": {}}  # fmt: skip
+
+
+def test_floors_per_complexity_class() -> None:
+    items = {
+        "a": item("a", "easy one", 100, True),  # simple, light: 0.3 s
+        "b": item("b", "hard one", 100, False),  # complex: heavy 1.2 s for an oracle
+        "c": item("c", "easy two", 200, True),  # simple, light: 0.6 s
+    }
+    engines = {"light": LIGHT, "heavy": HEAVY}
+    results = [result("a", 0.0, "light"), result("b", 1.0, "light"),
+               result("c", 2.0, "light", cache="semantic")]  # fmt: skip
+    by_class = latency_floor(results, items, engines)["by_class"]
+    assert set(by_class) == {"simple", "complex"}
+    # complex: b went light (0.3 s as routed), an oracle sends it heavy (1.2 s)
+    assert by_class["complex"]["routed_p95_s"] == pytest.approx(0.3)
+    assert by_class["complex"]["oracle_p95_s"] == pytest.approx(1.2)
+    # simple: a at 0.3 s and c a cache hit as routed; an oracle answers c fresh (0.6 s)
+    assert by_class["simple"]["routed_p95_s"] == pytest.approx(0.3 * 0.95)
+    assert by_class["simple"]["oracle_p95_s"] == pytest.approx(0.3 + 0.95 * 0.3)
+
+
+def test_the_ideal_floor_serves_paraphrases_too() -> None:
+    items = {
+        "a": item("a", "easy one", 100, True),  # 0.3 s
+        "b": item("b", "hard one", 100, False),  # heavy for an oracle: 1.2 s
+        "b2": item("b2", "the hard one, again in other words", 100, False),
+    }
+    items["b2"] = replace(items["b2"], labels=replace(items["b2"].labels, group="b"))
+    engines = {"light": LIGHT, "heavy": HEAVY}
+    results = [result("a", 0.0, "light"), result("b", 1.0, "heavy"), result("b2", 2.0, "heavy")]
+    floor = latency_floor(results, items, engines)
+    # an exact cache cannot serve b2 (another text): 0.3, 1.2, 1.2
+    assert floor["oracle_p95_s"] == pytest.approx(1.2)
+    # a cache serving paraphrases serves it: 0.3, 1.2, 0
+    assert floor["ideal_p95_s"] == pytest.approx(0.3 + 0.9 * 0.9, abs=1e-3)
+    assert floor["by_class"]["complex"]["ideal_p95_s"] == pytest.approx(1.2 * 0.95, abs=1e-3)

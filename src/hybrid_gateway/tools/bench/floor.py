@@ -7,12 +7,19 @@ module gives two p95s with no queue and no batch (each request alone on its serv
 - ``routed``: each answer on the lane that gave it; a cache hit at 0 s;
 - ``oracle``: each answer on the lane a perfect router would pick from the labels (heavy only
   where the light model's answer is not good enough and the heavy one's is), an exact repeat of
-  an earlier question of the stage at 0 s (what an exact cache serves).
+  an earlier question of the stage at 0 s (what an exact cache serves);
+- ``ideal``: as ``oracle``, and a paraphrase of an earlier question of the stage (its paraphrase
+  group asked before in other words) at 0 s too: what a semantic cache that served every
+  paraphrase, and nothing else, would add.
+
+Both are also given per complexity class (``by_class``: the items labelled simple and complex),
+for the Project X table's simple and complex p95 lines.
 
 A request alone takes ``prompt_tokens / prefill_tps`` plus N decode steps of ``decode_step_ms +
 per_seq_step_ms + per_kilotoken_step_ms * context / 1000`` (``emulator/engine.py``, batch 1), N
 = min(expected_output_tokens, max_tokens).  The measured p95 minus ``routed`` is queueing,
-batching and the gateway; ``routed`` minus ``oracle`` is what the routing and caching chose.
+batching and the gateway; ``routed`` minus ``oracle`` is what the routing and caching chose;
+``oracle`` minus ``ideal`` is what the paraphrases a semantic cache did not serve could give.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from hybrid_gateway.tools.workload.schema import WorkloadItem, question
 __all__ = ["alone_s", "engines_of", "latency_floor"]
 
 LIGHT, HEAVY = "light", "heavy"
+ROUTED, ORACLE, IDEAL = "routed", "oracle", "ideal"  # the floors, named as above
 
 
 def alone_s(engine: Mapping[str, Any], prompt_tokens: int, output_tokens: int) -> float:
@@ -42,28 +50,48 @@ def latency_floor(
     results: Sequence[RequestResult],
     items: Mapping[str, WorkloadItem],
     engines: Mapping[str, Mapping[str, Any]],
-) -> dict[str, float | None]:
-    """``routed_p95_s`` and ``oracle_p95_s`` of ``results`` (a stage's); both None when a
+) -> dict[str, Any]:
+    """``routed_p95_s``, ``oracle_p95_s`` and ``ideal_p95_s`` of ``results`` (a stage's), and
+    the same per complexity class under ``by_class``; all None (``by_class`` empty) when a
     request's item is not in ``items``."""
-    routed: list[float] = []
-    oracle: list[float] = []
+    floors: dict[str, dict[str, list[float]]] = {ROUTED: {}, ORACLE: {}, IDEAL: {}}
     seen: set[str] = set()
+    groups: set[str] = set()
     for result in sorted(results, key=lambda r: r.start_s):
         item = items.get(result.item)
         if item is None:
-            return {"routed_p95_s": None, "oracle_p95_s": None}
+            return {f"{name}_p95_s": None for name in floors} | {"by_class": {}}
         text = question(item)
         prompt = sum(count_tokens(str(m.get("content") or "")) for m in item.messages)
         tokens = min(item.expected_output_tokens, item.max_tokens)
         labels = item.labels
         best = HEAVY if (not labels.light_ok and labels.heavy_ok) else LIGHT
-        oracle.append(0.0 if text in seen else alone_s(engines[best], prompt, tokens))
+        kind = labels.complexity
+        fresh = alone_s(engines[best], prompt, tokens)
+        floors[ORACLE].setdefault(kind, []).append(0.0 if text in seen else fresh)
+        floors[IDEAL].setdefault(kind, []).append(0.0 if labels.group in groups else fresh)
         seen.add(text)
+        groups.add(labels.group)
         if is_cache_hit(result):
-            routed.append(0.0)
+            floors[ROUTED].setdefault(kind, []).append(0.0)
         elif result.lane is not None and result.lane in engines:  # no route: left out
-            routed.append(alone_s(engines[result.lane], prompt, tokens))
-    return {"routed_p95_s": _s(percentile(routed, 95)), "oracle_p95_s": _s(percentile(oracle, 95))}
+            answer_s = alone_s(engines[result.lane], prompt, tokens)
+            floors[ROUTED].setdefault(kind, []).append(answer_s)
+    kinds = sorted(floors[ORACLE])
+    return {
+        **{
+            f"{name}_p95_s": _p95([s for v in by.values() for s in v])
+            for name, by in floors.items()
+        },
+        "by_class": {
+            kind: {f"{name}_p95_s": _p95(by.get(kind, [])) for name, by in floors.items()}
+            for kind in kinds
+        },
+    }
+
+
+def _p95(values: Sequence[float]) -> float | None:
+    return _s(percentile(values, 95))
 
 
 def engines_of(emulators: Mapping[str, Any] | None) -> dict[str, Any] | None:

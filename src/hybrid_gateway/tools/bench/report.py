@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from hybrid_gateway.tools.bench.floor import engines_of, latency_floor
+from hybrid_gateway.tools.bench.held_back import held_back, repeat_ceiling
 from hybrid_gateway.tools.bench.late import LateFigures
 from hybrid_gateway.tools.bench.plots import draw_plots
 from hybrid_gateway.tools.bench.report_md import render_markdown, strategy_tables
@@ -192,12 +193,14 @@ def build_report(
 ) -> JsonDict:
     """The report of the stages that ran; ``failed``: the strategies that gave none (a partial
     run: the report lists them under ``failed``, each with its cause); ``items``: the workload's,
-    for each stage's latency floor (floor.py)."""
+    for each stage's latency floor (floor.py) and repeat ceiling (held_back.py)."""
     results = [stage_json(s, labels, float(info.settings["duration_s"])) for s in stages]
     engines = engines_of(info.emulators)
-    if items is not None and engines is not None:
+    if items is not None:
         for stage, r in zip(stages, results, strict=True):
-            r["latency_floor"] = latency_floor(stage.results, items, engines)
+            if engines is not None:
+                r["latency_floor"] = latency_floor(stage.results, items, engines)
+            r["repeat_ceiling"] = repeat_ceiling(stage.results, items)
     _fill_relative_cost(results)
     for r in results:
         r["project_x"] = verdict_json(verdict(figures_of(r)))
@@ -246,6 +249,7 @@ def _goal(results: Sequence[JsonDict]) -> JsonDict | None:
         "lines": lines,
         "met": all(ln["pass"] for ln in lines),
         "latency_floor": row.get("latency_floor"),
+        "held_back": held_back(results, row),
     }
 
 

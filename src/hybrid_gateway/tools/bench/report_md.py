@@ -114,13 +114,27 @@ def _run_extras(report: JsonDict) -> str:
 def _floor_lines(floor: JsonDict | None) -> list[str]:
     if not floor or floor.get("oracle_p95_s") is None:
         return []
-    routed = floor.get("routed_p95_s")
+    routed, ideal = floor.get("routed_p95_s"), floor.get("ideal_p95_s")
     return [
         f"p95 with every answer generated alone at the emulators' step times (no queue, no "
         f"batch; floor.py): {routed if routed is not None else '-'} s as this strategy routed "
-        f"and cached, {floor['oracle_p95_s']} s with a perfect router and an exact cache. The "
-        "measured p95 above the first is queueing, batching and the gateway; a p95 goal below "
-        "the second is out of any router's reach on these answers.",
+        f"and cached, {floor['oracle_p95_s']} s with a perfect router and an exact cache, "
+        f"{ideal if ideal is not None else '-'} s with a perfect router and a cache that also "
+        "serves every paraphrase. The measured p95 above the first is queueing, batching and "
+        "the gateway; a p95 goal below the second is out of any router's reach on these answers.",
+        "",
+    ]
+
+
+def _held_back_lines(entries: Sequence[JsonDict] | None) -> list[str]:
+    """What holds each missed line back (held_back.py): the ablations, the floor, the ceiling."""
+    if not entries:
+        return []
+    return [
+        "What holds each missed line back (the ablation rows of the same stage, the latency "
+        "floor, the repeats of the stage):",
+        "",
+        *[f"- **{e['label'].strip()}**: {e['reading']}" for e in entries],
         "",
     ]
 
@@ -140,6 +154,7 @@ def verdict_tables(report: JsonDict) -> list[str]:
               for ln in goal["lines"]],
             "",
             *_floor_lines(goal.get("latency_floor")),
+            *_held_back_lines(goal.get("held_back")),
         ]  # fmt: skip
     stages = list(dict.fromkeys(r["stage"] for r in report["results"]))
     for stage in stages:
