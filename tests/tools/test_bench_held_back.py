@@ -82,7 +82,10 @@ def test_the_ablation_that_meets_a_line_names_the_part_and_by_how_much() -> None
         "0.40 s." in reading
     )
     assert "Without the classifier it is 0.10 s nearer (1.70 s), still short." in reading
-    assert "these parts do not hold it back (without degradation" in reading
+    assert (
+        "The other parts do not hold it back: removing one leaves it as far or further "
+        "(without degradation" in reading
+    )
     quality = entries["quality"]
     assert quality["short_by"] == pytest.approx(0.005)
     assert "short by 0.5 points" in quality["reading"]
@@ -94,9 +97,9 @@ def test_a_line_every_part_helps_is_held_back_by_no_part() -> None:
     results = [full, row("full-no-semantic", quality=0.98), row("full-no-degrade", quality=0.95)]
     [entry] = held_back(results, full)
     assert entry["reading"].endswith(
-        "No part holds it back: these parts do not hold it back (without the semantic cache "
-        "98.0%; without degradation (retries, breakers + backup, deadline fallback, shedding) "
-        "95.0%)."
+        "No part holds it back: removing one leaves it as far or further (without the semantic "
+        "cache 98.0%; without degradation (retries, breakers + backup, deadline fallback, "
+        "shedding) 95.0%)."
     )
 
 

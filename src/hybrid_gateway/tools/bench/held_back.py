@@ -229,8 +229,8 @@ def _ablation_sentences(target: Target, entry: JsonDict) -> list[str]:
     helping = [a for a in judged if a not in toward]
     if helping:
         shown = "; ".join(f"without {a['part']} {_show(a['value'], unit)}" for a in helping)
-        out.append(f"{'No part holds it back: ' if not toward else ''}these parts do not hold it "
-                   f"back ({shown}).")  # fmt: skip
+        lead = "No part holds it back" if not toward else "The other parts do not hold it back"
+        out.append(f"{lead}: removing one leaves it as far or further ({shown}).")
     return out
 
 
