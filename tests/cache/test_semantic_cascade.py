@@ -14,6 +14,7 @@ import pytest
 from pydantic import ValidationError
 
 from hybrid_gateway.accounting.prices import Price
+from hybrid_gateway.cache.exact import MemoryExactCache
 from hybrid_gateway.cache.semantic.build import build_cascade
 from hybrid_gateway.cache.semantic.cache import CacheBounds, SemanticCache
 from hybrid_gateway.cache.semantic.cascade import CascadeRule, CascadeStep
@@ -74,7 +75,9 @@ E5 = {RESET: _unit(1, 0, 0), RESET2: _unit(1, 0.01, 0), NEAR: _unit(1, 1, 0),
       WEATHER: _unit(0, 0, 1)}  # fmt: skip
 
 
-def build(timeout_s: float | None = None) -> tuple[Pipeline, SemanticStage, Scripted, Scripted]:
+def build(
+    timeout_s: float | None = None, exact: MemoryExactCache | None = None
+) -> tuple[Pipeline, SemanticStage, Scripted, Scripted]:
     static, e5 = Scripted("static", STATIC), Scripted("e5", E5)
     rule = DecisionRule(threshold=0.99, guards=())
     cache = SemanticCache(bounds=CacheBounds(3600, 100, 10_000_000), rule=rule, clock=ManualClock())
@@ -85,7 +88,7 @@ def build(timeout_s: float | None = None) -> tuple[Pipeline, SemanticStage, Scri
         dispatcher.script[q] = completion(f"answer to {q}")
     parts = PipelineParts(
         router=cast(Router, FixedRouter()), dispatcher=cast(Dispatcher, dispatcher),
-        prices={"up": Price(1.0, 1.0)}, exact_cache=None, clock=ManualClock(), semantic=stage,
+        prices={"up": Price(1.0, 1.0)}, exact_cache=exact, clock=ManualClock(), semantic=stage,
         uncacheable=compile_uncacheable([]),
     )  # fmt: skip
     return Pipeline(parts), stage, static, e5
@@ -149,6 +152,25 @@ async def test_an_e5_that_stalls_is_a_bypass_after_the_timeout() -> None:
     result = await pipeline.complete(chat(RESET2), second)
     assert answer(result.body) == f"answer to {RESET2}"
     assert second.cache is CacheOutcome.BYPASS and second.extra["cache_checks"] == "embedder_slow"
+    await stage.aclose()
+
+
+async def test_a_bypassed_answer_is_kept_for_the_next_asking() -> None:
+    """A lookup e5 could not confirm in time skips the semantic decision, not the caches: the
+    exact cache keeps the answer (the same request again is an exact hit, not a second upstream
+    call) and the semantic cache stores it under its static vector."""
+    exact = MemoryExactCache(ttl_s=3600, max_entries=100, max_bytes=1_000_000, clock=ManualClock())
+    pipeline, stage, _, e5 = build(timeout_s=0.01, exact=exact)
+    await pipeline.complete(chat(RESET), record())
+    e5.stall.clear()
+    second = record()
+    await pipeline.complete(chat(RESET2), second)
+    assert second.cache is CacheOutcome.BYPASS and second.extra["cache_checks"] == "embedder_slow"
+    assert (await stage.cache.stats())["entries"] == 2  # RESET, and RESET2 under its static vector
+    again = record()
+    result = await pipeline.complete(chat(RESET2), again)
+    assert again.cache is CacheOutcome.EXACT and answer(result.body) == f"answer to {RESET2}"
+    e5.stall.set()
     await stage.aclose()
 
 

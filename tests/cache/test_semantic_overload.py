@@ -13,6 +13,7 @@ from typing import cast
 import orjson
 
 from hybrid_gateway.accounting.prices import Price
+from hybrid_gateway.cache.exact import MemoryExactCache
 from hybrid_gateway.cache.semantic.cache import CacheBounds, Namespace, SemanticCache
 from hybrid_gateway.cache.semantic.decision import DecisionRule
 from hybrid_gateway.cache.semantic.hygiene import NoiseStripper, compile_uncacheable
@@ -41,11 +42,13 @@ def _cache() -> SemanticCache:
     return SemanticCache(bounds=BOUNDS, rule=RULE, clock=ManualClock())
 
 
-def _pipeline(stage: SemanticStage) -> tuple[Pipeline, ScriptedDispatcher]:
+def _pipeline(
+    stage: SemanticStage, exact: MemoryExactCache | None = None
+) -> tuple[Pipeline, ScriptedDispatcher]:
     dispatcher = ScriptedDispatcher()
     parts = PipelineParts(
         router=cast(Router, FixedRouter()), dispatcher=cast(Dispatcher, dispatcher),
-        prices={"up": Price(1.0, 1.0)}, exact_cache=None, clock=ManualClock(), semantic=stage,
+        prices={"up": Price(1.0, 1.0)}, exact_cache=exact, clock=ManualClock(), semantic=stage,
         uncacheable=compile_uncacheable([]),
     )  # fmt: skip
     return Pipeline(parts), dispatcher
@@ -56,7 +59,8 @@ async def test_a_saturated_embedder_is_a_bypass_not_a_wait() -> None:
     inner = HashingEmbedder(gate=gate)
     embedder = BatchingEmbedder(inner, max_queue=1)
     stage = SemanticStage(_cache(), embedder, stripper=NoiseStripper(), shared_scopes={})
-    pipeline, upstream = _pipeline(stage)
+    exact = MemoryExactCache(ttl_s=3600, max_entries=100, max_bytes=1_000_000, clock=ManualClock())
+    pipeline, upstream = _pipeline(stage, exact)
     for q in ("first question", "second question", "third question"):
         upstream.script[q] = completion(f"answer to {q}")
     first = asyncio.ensure_future(pipeline.complete(chat("first question"), record()))
@@ -70,7 +74,12 @@ async def test_a_saturated_embedder_is_a_bypass_not_a_wait() -> None:
     assert third.cache is CacheOutcome.BYPASS and third.extra["cache_checks"] == EMBEDDER_BUSY
     gate.set()
     await asyncio.gather(first, second)
-    assert (await stage.cache.stats())["entries"] == 2  # the bypassed answer was not stored
+    assert (await stage.cache.stats())["entries"] == 2  # no e5 vector: not stored here
+    again = record()  # but the exact cache kept it: asked again, it is not embedded at all
+    result = await pipeline.complete(chat("third question"), again)
+    assert again.cache is CacheOutcome.EXACT
+    assert orjson.loads(result.body)["choices"][0]["message"]["content"] == (
+        "answer to third question")  # fmt: skip
     await stage.aclose()
     await embedder.aclose()
 

@@ -93,3 +93,8 @@ def test_the_ideal_floor_serves_paraphrases_too() -> None:
     # a cache serving paraphrases serves it: 0.3, 1.2, 0
     assert floor["ideal_p95_s"] == pytest.approx(0.3 + 0.9 * 0.9, abs=1e-3)
     assert floor["by_class"]["complex"]["ideal_p95_s"] == pytest.approx(1.2 * 0.95, abs=1e-3)
+    # b asked in the warm-up: b again is served by both caches (0 s), its paraphrase b2 by the
+    # ideal one only (1.2 s for the oracle): oracle 0, 1.2; ideal 0, 0
+    before = latency_floor(results[1:], items, engines, {"b"})
+    assert before["oracle_p95_s"] == pytest.approx(0.95 * 1.2, abs=1e-3)
+    assert before["ideal_p95_s"] == 0.0

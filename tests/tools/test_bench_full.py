@@ -73,6 +73,19 @@ def test_full_bench_in_both_arrival_modes(tmp_path: Path) -> None:
     floor = goal["latency_floor"]  # each answer alone at the emulators' step times (floor.py)
     assert floor == rows["full", "open"]["latency_floor"]
     assert floor["oracle_p95_s"] > 0 and floor["routed_p95_s"] >= 0
+    assert 0 < floor["ideal_p95_s"] <= floor["oracle_p95_s"]  # a cache serving paraphrases too
+    assert set(floor["by_class"]) <= {"simple", "complex"} and floor["by_class"]
+    # what holds each missed line back (held_back.py): one entry per failed line, no other
+    failed = {ln["key"] for ln in goal["lines"] if ln["pass"] is False}
+    failed |= {ln["key"] for ln in rows["full", "open"]["project_x"] if ln["pass"] is False}
+    assert {e["key"] for e in goal["held_back"]} == failed
+    for entry in goal["held_back"]:
+        assert {"key", "label", "value", "target", "short_by", "ablations", "reading"} <= set(entry)
+        assert entry["short_by"] > 0 and entry["reading"]
+    for row in report["results"]:  # 30 items asked 3 times: repeats the stage itself asks
+        ceiling = row["repeat_ceiling"]
+        assert ceiling["any"] == round(ceiling["verbatim"] + ceiling["paraphrase"], 4)
+        assert row["cache_hit_rate"] <= ceiling["any"] + 1e-9
     assert report["settings"]["mode"] == "both" and report["settings"]["rate_per_s"] is None
     # the router learned before the run: 80 sample questions, none asked by the measured run;
     # full's gateway routed with it, and the report says so

@@ -82,10 +82,7 @@ def test_the_ablation_that_meets_a_line_names_the_part_and_by_how_much() -> None
         "0.40 s." in reading
     )
     assert "Without the classifier it is 0.10 s nearer (1.70 s), still short." in reading
-    assert (
-        "The other parts do not hold it back: removing one leaves it as far or further "
-        "(without degradation" in reading
-    )
+    assert "Removing any other part leaves it as far or further (without degradation" in reading
     quality = entries["quality"]
     assert quality["short_by"] == pytest.approx(0.005)
     assert "short by 0.5 points" in quality["reading"]
@@ -97,7 +94,7 @@ def test_a_line_every_part_helps_is_held_back_by_no_part() -> None:
     results = [full, row("full-no-semantic", quality=0.98), row("full-no-degrade", quality=0.95)]
     [entry] = held_back(results, full)
     assert entry["reading"].endswith(
-        "No part holds it back: removing one leaves it as far or further (without the semantic "
+        "Removing any part leaves it as far or further (without the semantic "
         "cache 98.0%; without degradation (retries, breakers + backup, deadline fallback, "
         "shedding) 95.0%)."
     )
@@ -124,12 +121,12 @@ def test_a_p95_bound_below_the_perfect_routers_floor_is_out_of_reach() -> None:
     assert p95["floor"] == {"routed_p95_s": 1.55, "oracle_p95_s": 1.54, "ideal_p95_s": 1.31}
     assert "their p95 is 1.54 s, 0.04 s past the bound" in p95["reading"]
     # serving every paraphrase too would reach it: the semantic cache's misses are named
-    assert "every paraphrase of the stage would give 1.31 s" in p95["reading"]
+    assert "every paraphrase of a question asked before would give 1.31 s" in p95["reading"]
     assert "queueing, batching and the gateway add +0.22 s" in p95["reading"]
     # the class lines read the class floors: simple is reachable, complex is not
     assert entries["complex_p95_s"]["floor"]["oracle_p95_s"] == 5.4
     assert "Out of any router's reach" in entries["complex_p95_s"]["reading"]
-    assert "Even a cache serving every paraphrase of the stage: 5.20 s." in entries[
+    assert "Even a cache serving every paraphrase too: 5.20 s." in entries[
         "complex_p95_s"]["reading"]  # fmt: skip
     simple = entries["simple_p95_s"]["reading"]
     assert "Out of any router's reach" not in simple
@@ -151,6 +148,11 @@ def test_repeat_ceiling_counts_verbatim_and_paraphrase_repeats_in_order() -> Non
     # a paraphrase asked before its first asking is not a repeat
     reordered = [result("c", 0.0, "light"), *results[:3]]
     assert repeat_ceiling(reordered, items) == {"verbatim": 0.25, "paraphrase": 0.25, "any": 0.5}
+    # questions sent before the stage (its warm-up, earlier stages) count as asked before
+    assert repeat_ceiling(results[3:], items, {"b", "zz"}) == {
+        "verbatim": 0.0, "paraphrase": 0.5, "any": 0.5}  # fmt: skip
+    assert repeat_ceiling(results[2:3], items, {"a"}) == {
+        "verbatim": 1.0, "paraphrase": 0.0, "any": 1.0}  # fmt: skip
     assert repeat_ceiling([result("zz", 0.0, "light")], items) is None
     assert repeat_ceiling([], items) is None
 
@@ -165,11 +167,16 @@ def test_a_cache_line_under_the_repeat_ceiling_is_the_workloads() -> None:
     assert entry["hits"] == {"exact": 0.14, "semantic": 0.009}
     reading = entry["reading"]
     assert (
-        "29.0% of the stage's requests repeat a question asked earlier in the stage (15.0% "
+        "29.0% of the stage's requests repeat a question the gateway was asked before (15.0% "
         "verbatim, 14.0% as a paraphrase); served: 14.0% exact, 0.9% semantic." in reading
     )
     assert "No cache can meet the line on this traffic" in reading
-    assert "No part holds it back" in reading  # without the semantic cache: fewer hits
+    assert "Removing any part leaves it as far or further" in reading  # fewer hits without
+    # with more repeats than the bound, what the caches did not serve holds it back
+    full["repeat_ceiling"] = {"verbatim": 0.15, "paraphrase": 0.16, "any": 0.31}
+    [entry] = held_back(results, full)
+    assert "A cache serving every repeat would meet it" in entry["reading"]
+    assert "No cache can meet" not in entry["reading"]
 
 
 def test_the_markdown_prints_each_reading_under_the_goal() -> None:

@@ -132,6 +132,7 @@ class Pipeline:
         if reason is not None:  # neither looked up nor, later, stored (``_storable``)
             record.cache = CacheOutcome.BYPASS
             record.extra["cache_checks"] = reason
+            record.extra[_KEPT_OUT] = True
             return CacheLookup(CacheOutcome.BYPASS, key)
         entry = await cache.get(key) if cache is not None else None
         if entry is None:
@@ -322,12 +323,18 @@ async def _iterate(events: list[bytes]) -> AsyncIterator[bytes]:
         yield event
 
 
+_KEPT_OUT = "cache_kept_out"  # record.extra: the question may not be cached (``_bypass_reason``)
+
+
 def _storable(record: RequestRecord) -> bool:
-    """A bypassed request's answer is not stored (the shadow of a deadline call copies this),
-    nor one a budget downgrade made: the cheaper lane's answer would outlive the downgrade
-    (an exact request for ``heavy`` served the light model's answer after the budget resets)."""
+    """The answer of a question kept out of the caches (uncacheable, logprobs) is not stored
+    (the shadow of a deadline call copies this), nor one a budget downgrade made: the cheaper
+    lane's answer would outlive the downgrade (an exact request for ``heavy`` served the light
+    model's answer after the budget resets).  A request whose *semantic* lookup was skipped
+    under load (``bypass`` with ``embedder_busy``, ``embedder_slow``...) is stored: the exact
+    cache then serves its next asking, and the semantic stage decides what it keeps itself."""
     downgraded = record.route is not None and record.route.downgraded
-    return record.cache is not CacheOutcome.BYPASS and not downgraded
+    return not record.extra.get(_KEPT_OUT) and not downgraded
 
 
 def _complete_answer(body: Mapping[str, object], asked: int) -> bool:

@@ -11,7 +11,8 @@
               answer is not stored either (``stores.semantic_on_outage: bypass``)
               With the embedder saturated (``EmbedderSaturated``: its queue is full) the
               request does not wait: the cache is bypassed (``x-gateway-cache: bypass``,
-              checks ``embedder_busy``) and nothing is stored for it
+              checks ``embedder_busy``) and nothing is stored here for it (the exact cache
+              still keeps its answer; with the cascade, it is stored under its static vector)
     store     only what the pipeline judged complete (no error, no partial stream, no tool
               call), only for requests that had a question; the pipeline keeps the questions
               the operator marked uncacheable out of both caches (``gateway.py``).  With
@@ -199,6 +200,8 @@ class SemanticStage:
                            verdict.similarity, entry.id)  # fmt: skip
 
     async def store(self, record: RequestRecord, body: bytes, usage: Usage) -> None:
+        if self._cascade is None and record.cache is CacheOutcome.BYPASS:
+            return  # its lookup found e5 saturated: its vector would queue there again
         key = record.extra.get(_PENDING)
         lazy = (request_embedding(record) if self._cascade is None
                 else static_embedding(record))  # fmt: skip

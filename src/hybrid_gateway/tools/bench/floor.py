@@ -2,17 +2,18 @@
 
 A goal's p95 can be out of any gateway's reach: the answers are as long as they are, and a model
 server decodes them one step per token.  For a stage's requests and the workload's items this
-module gives two p95s with no queue and no batch (each request alone on its server):
+module gives three p95s with no queue and no batch (each request alone on its server):
 
 - ``routed``: each answer on the lane that gave it; a cache hit at 0 s;
 - ``oracle``: each answer on the lane a perfect router would pick from the labels (heavy only
   where the light model's answer is not good enough and the heavy one's is), an exact repeat of
-  an earlier question of the stage at 0 s (what an exact cache serves);
-- ``ideal``: as ``oracle``, and a paraphrase of an earlier question of the stage (its paraphrase
-  group asked before in other words) at 0 s too: what a semantic cache that served every
+  a question asked before (earlier in the stage, its warm-up or an earlier stage) at 0 s (what
+  an exact cache serves);
+- ``ideal``: as ``oracle``, and a paraphrase of a question asked before (its paraphrase group
+  asked before in other words) at 0 s too: what a semantic cache that served every
   paraphrase, and nothing else, would add.
 
-Both are also given per complexity class (``by_class``: the items labelled simple and complex),
+All three are also given per complexity class (``by_class``: the items labelled simple and complex),
 for the Project X table's simple and complex p95 lines.
 
 A request alone takes ``prompt_tokens / prefill_tps`` plus N decode steps of ``decode_step_ms +
@@ -24,7 +25,7 @@ batching and the gateway; ``routed`` minus ``oracle`` is what the routing and ca
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from hybrid_gateway.accounting.tokens import count_tokens
@@ -50,13 +51,16 @@ def latency_floor(
     results: Sequence[RequestResult],
     items: Mapping[str, WorkloadItem],
     engines: Mapping[str, Mapping[str, Any]],
+    sent_before: Collection[str] = (),
 ) -> dict[str, Any]:
     """``routed_p95_s``, ``oracle_p95_s`` and ``ideal_p95_s`` of ``results`` (a stage's), and
     the same per complexity class under ``by_class``; all None (``by_class`` empty) when a
-    request's item is not in ``items``."""
+    request's item is not in ``items``.  The items of ``sent_before`` (the stage's warm-up,
+    earlier stages) count as asked before the stage, for the oracle's and the ideal's caches."""
     floors: dict[str, dict[str, list[float]]] = {ROUTED: {}, ORACLE: {}, IDEAL: {}}
-    seen: set[str] = set()
-    groups: set[str] = set()
+    earlier = [items[key] for key in sent_before if key in items]
+    seen: set[str] = {question(item) for item in earlier}
+    groups: set[str] = {item.labels.group for item in earlier}
     for result in sorted(results, key=lambda r: r.start_s):
         item = items.get(result.item)
         if item is None:

@@ -14,8 +14,9 @@ it) and by how much."  For the goal strategy at the goal stage, every line that 
   cache that serves every repeat, paraphrases too.  A bound below the perfect router's floor is
   out of any router's reach on these answers;
 - ``ceiling`` (the cache hit rate): the share of the stage's requests that repeat a question
-  asked earlier in the stage, verbatim (what an exact cache can serve) or as a paraphrase (what
-  a semantic cache can at best serve): no cache serves more than their sum from this traffic;
+  the gateway was asked before (earlier in the stage, in its warm-up or an earlier stage),
+  verbatim (what an exact cache can serve) or as a paraphrase (what a semantic cache can at
+  best serve): no cache serves more than their sum from this traffic;
 - ``reading``: the sentences the Markdown prints, made from the figures above only.
 
 Pure functions over the report's JSON rows (``report.build_report``) and, for the ceiling, the
@@ -24,7 +25,7 @@ stage's results and the workload's items; no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from hybrid_gateway.tools.bench.results import RequestResult
@@ -50,13 +51,17 @@ _FLOOR_CLASS: Mapping[str, str | None] = {
 
 
 def repeat_ceiling(
-    results: Sequence[RequestResult], items: Mapping[str, WorkloadItem]
+    results: Sequence[RequestResult],
+    items: Mapping[str, WorkloadItem],
+    sent_before: Collection[str] = (),
 ) -> JsonDict | None:
-    """Shares of the stage's requests whose question was asked earlier in the stage: the same
-    text (``verbatim``) or another text of its paraphrase group (``paraphrase``); None when a
+    """Shares of the stage's requests whose question the gateway was asked before (earlier in
+    the stage, or by an item of ``sent_before``: its warm-up, earlier stages): the same text
+    (``verbatim``) or another text of its paraphrase group (``paraphrase``); None when a
     request's item is not in ``items`` or the stage is empty."""
-    texts: set[str] = set()
-    groups: set[str] = set()
+    earlier = [items[key] for key in sent_before if key in items]
+    texts: set[str] = {question(item) for item in earlier}
+    groups: set[str] = {item.labels.group for item in earlier}
     verbatim = paraphrase = 0
     for result in sorted(results, key=lambda r: r.start_s):
         item = items.get(result.item)
@@ -181,11 +186,12 @@ def _floor_sentences(target: Target, entry: JsonDict) -> list[str]:
         )
         if ideal is not None and target.judge(ideal):
             out.append(
-                f"A semantic cache that also served every paraphrase of the stage would give "
+                f"A semantic cache that also served every paraphrase of a question asked before "
+                f"would give "
                 f"{ideal:.2f} s: the paraphrases it did not serve hold the line back too."
             )
         elif ideal is not None:
-            out.append(f"Even a cache serving every paraphrase of the stage: {ideal:.2f} s.")
+            out.append(f"Even a cache serving every paraphrase too: {ideal:.2f} s.")
     else:
         out.append(f"With a perfect router and an exact cache, answers alone: p95 {oracle:.2f} s.")
     if routed is not None:
@@ -201,14 +207,17 @@ def _ceiling_sentences(target: Target, entry: JsonDict) -> list[str]:
     if not ceiling:
         return []
     out = [
-        f"{ceiling['any']:.1%} of the stage's requests repeat a question asked earlier in the "
-        f"stage ({ceiling['verbatim']:.1%} verbatim, {ceiling['paraphrase']:.1%} as a "
+        f"{ceiling['any']:.1%} of the stage's requests repeat a question the gateway was asked "
+        f"before ({ceiling['verbatim']:.1%} verbatim, {ceiling['paraphrase']:.1%} as a "
         f"paraphrase); served: {_pct(hits.get('exact'))} exact, {_pct(hits.get('semantic'))} "
         f"semantic."
     ]
     if target.judge(ceiling["any"]) is False:
         out.append("No cache can meet the line on this traffic: the workload's repeats hold it "
                    "back.")  # fmt: skip
+    else:
+        out.append("A cache serving every repeat would meet it: what the caches did not serve "
+                   "holds it back.")  # fmt: skip
     return out
 
 
@@ -229,8 +238,8 @@ def _ablation_sentences(target: Target, entry: JsonDict) -> list[str]:
     helping = [a for a in judged if a not in toward]
     if helping:
         shown = "; ".join(f"without {a['part']} {_show(a['value'], unit)}" for a in helping)
-        lead = "No part holds it back" if not toward else "The other parts do not hold it back"
-        out.append(f"{lead}: removing one leaves it as far or further ({shown}).")
+        which = "any part" if not toward else "any other part"
+        out.append(f"Removing {which} leaves it as far or further ({shown}).")
     return out
 
 

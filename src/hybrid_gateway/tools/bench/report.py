@@ -79,6 +79,8 @@ class StageRun:
     results_file: str = ""
     # per result: the first time its item id reached this gateway (empty: unknown, all first)
     first_send: Sequence[bool] = ()
+    # the item ids this gateway was sent before the stage (its warm-up, earlier stages)
+    sent_before: frozenset[str] = frozenset()
     # the slow lane's answers to this stage's deadline fallbacks (read after the gateway stops)
     late: LateFigures = field(default_factory=LateFigures)
 
@@ -199,8 +201,10 @@ def build_report(
     if items is not None:
         for stage, r in zip(stages, results, strict=True):
             if engines is not None:
-                r["latency_floor"] = latency_floor(stage.results, items, engines)
-            r["repeat_ceiling"] = repeat_ceiling(stage.results, items)
+                r["latency_floor"] = latency_floor(
+                    stage.results, items, engines, stage.sent_before
+                )
+            r["repeat_ceiling"] = repeat_ceiling(stage.results, items, stage.sent_before)
     _fill_relative_cost(results)
     for r in results:
         r["project_x"] = verdict_json(verdict(figures_of(r)))

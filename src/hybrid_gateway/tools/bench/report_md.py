@@ -132,7 +132,8 @@ def _held_back_lines(entries: Sequence[JsonDict] | None) -> list[str]:
         return []
     return [
         "What holds each missed line back (the ablation rows of the same stage, the latency "
-        "floor, the repeats of the stage):",
+        "floor, the repeats of the stage). A difference between two rows is this run's: on a "
+        "shared machine, repeat the run before acting on one:",
         "",
         *[f"- **{e['label'].strip()}**: {e['reading']}" for e in entries],
         "",

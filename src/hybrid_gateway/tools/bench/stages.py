@@ -154,11 +154,13 @@ def run_stage(
     results = read_results(out)
     rate = f" at {spec.rate:.2f}/s offered" if spec.rate else ""
     print(f"  {strategy} {spec.label}: {len(results)} requests{rate}", file=sys.stderr)
+    before = frozenset(sent)  # what this gateway was sent before: warm-ups, earlier stages
     first = first_sends(results, sent)
     summary = {**summary, "offered_rate_per_s": spec.rate} if spec.mode == "open" else summary
     return StageRun(
-        strategy, spec.label, spec.concurrency, results, summary, sampler.usage, str(out), first
-    )
+        strategy, spec.label, spec.concurrency, results, summary, sampler.usage, str(out), first,
+        before,
+    )  # fmt: skip
 
 
 def first_sends(results: Sequence[RequestResult], sent: set[str]) -> tuple[bool, ...]:
