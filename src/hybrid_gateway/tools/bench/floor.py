@@ -13,8 +13,8 @@ module gives three p95s with no queue and no batch (each request alone on its se
   asked before in other words) at 0 s too: what a semantic cache that served every
   paraphrase, and nothing else, would add.
 
-All three are also given per complexity class (``by_class``: the items labelled simple and complex),
-for the Project X table's simple and complex p95 lines.
+All three are also given per complexity class (``by_class``: the items labelled simple and
+complex), for the Project X table's simple and complex p95 lines.
 
 A request alone takes ``prompt_tokens / prefill_tps`` plus N decode steps of ``decode_step_ms +
 per_seq_step_ms + per_kilotoken_step_ms * context / 1000`` (``emulator/engine.py``, batch 1), N

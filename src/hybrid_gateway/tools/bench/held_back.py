@@ -130,10 +130,11 @@ def _entry(
     if target.key in _FLOOR_CLASS:
         entry["floor"] = _floor(row.get("latency_floor"), _FLOOR_CLASS[target.key])
     if target.key == "cache_hit_rate":
+        figures = figures_of(row)
         entry["ceiling"] = row.get("repeat_ceiling")
         entry["hits"] = {
-            "exact": _round(figures_of(row).exact_hit_rate),
-            "semantic": _round(figures_of(row).semantic_hit_rate),
+            "exact": _round(figures.exact_hit_rate),
+            "semantic": _round(figures.semantic_hit_rate),
         }
     entry["reading"] = _reading(target, entry)
     return entry
@@ -187,8 +188,8 @@ def _floor_sentences(target: Target, entry: JsonDict) -> list[str]:
         if ideal is not None and target.judge(ideal):
             out.append(
                 f"A semantic cache that also served every paraphrase of a question asked before "
-                f"would give "
-                f"{ideal:.2f} s: the paraphrases it did not serve hold the line back too."
+                f"would give {ideal:.2f} s: the paraphrases it did not serve hold the line back "
+                f"too."
             )
         elif ideal is not None:
             out.append(f"Even a cache serving every paraphrase too: {ideal:.2f} s.")
