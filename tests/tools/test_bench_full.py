@@ -72,9 +72,11 @@ def test_full_bench_in_both_arrival_modes(tmp_path: Path) -> None:
     assert goal["met"] == all(line["pass"] for line in goal["lines"])
     floor = goal["latency_floor"]  # each answer alone at the emulators' step times (floor.py)
     assert floor == rows["full", "open"]["latency_floor"]
-    assert floor["oracle_p95_s"] > 0 and floor["routed_p95_s"] >= 0
-    assert 0 < floor["ideal_p95_s"] <= floor["oracle_p95_s"]  # a cache serving paraphrases too
+    assert floor["oracle_p95_s"] >= 0 and floor["routed_p95_s"] >= 0
+    assert 0 <= floor["ideal_p95_s"] <= floor["oracle_p95_s"]  # a cache serving paraphrases too
     assert set(floor["by_class"]) <= {"simple", "complex"} and floor["by_class"]
+    # (30 items asked 3 times, the closed loop wrapping round them: most requests repeat one
+    # asked before, so a perfect cache's p95 may well be 0 s; floor.py's tests check the values)
     # what holds each missed line back (held_back.py): one entry per failed line, no other
     failed = {ln["key"] for ln in goal["lines"] if ln["pass"] is False}
     failed |= {ln["key"] for ln in rows["full", "open"]["project_x"] if ln["pass"] is False}
