@@ -26,14 +26,14 @@ batching and the gateway; ``routed`` minus ``oracle`` is what the routing and ca
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from hybrid_gateway.accounting.tokens import count_tokens
 from hybrid_gateway.tools.bench.results import RequestResult
 from hybrid_gateway.tools.bench.stats import is_cache_hit, percentile
 from hybrid_gateway.tools.workload.schema import WorkloadItem, question
 
-__all__ = ["alone_s", "engines_of", "latency_floor"]
+__all__ = ["Asked", "alone_s", "asked_in_order", "engines_of", "latency_floor"]
 
 LIGHT, HEAVY = "light", "heavy"
 ROUTED, ORACLE, IDEAL = "routed", "oracle", "ideal"  # the floors, named as above
@@ -47,6 +47,39 @@ def alone_s(engine: Mapping[str, Any], prompt_tokens: int, output_tokens: int) -
     return (n * step_ms + context_ms) / 1000.0 + p / float(engine["prefill_tps"])
 
 
+class Asked(NamedTuple):
+    """A request of the stage with its item, and whether its question was asked before."""
+
+    result: RequestResult
+    item: WorkloadItem
+    verbatim: bool  # the same text was asked before (what an exact cache can serve)
+    repeat: bool  # verbatim, or its paraphrase group was asked before in other words
+
+
+def asked_in_order(
+    results: Sequence[RequestResult],
+    items: Mapping[str, WorkloadItem],
+    sent_before: Collection[str] = (),
+) -> list[Asked] | None:
+    """``results`` in send order, each with whether its question was asked before: earlier in
+    the stage, or by an item of ``sent_before`` (the stage's warm-up, earlier stages); None when
+    a request's item is not in ``items``."""
+    earlier = [items[key] for key in sent_before if key in items]
+    texts: set[str] = {question(item) for item in earlier}
+    groups: set[str] = {item.labels.group for item in earlier}
+    asked = []
+    for result in sorted(results, key=lambda r: r.start_s):
+        item = items.get(result.item)
+        if item is None:
+            return None
+        text, group = question(item), item.labels.group
+        verbatim = text in texts
+        asked.append(Asked(result, item, verbatim, verbatim or group in groups))
+        texts.add(text)
+        groups.add(group)
+    return asked
+
+
 def latency_floor(
     results: Sequence[RequestResult],
     items: Mapping[str, WorkloadItem],
@@ -58,24 +91,18 @@ def latency_floor(
     request's item is not in ``items``.  The items of ``sent_before`` (the stage's warm-up,
     earlier stages) count as asked before the stage, for the oracle's and the ideal's caches."""
     floors: dict[str, dict[str, list[float]]] = {ROUTED: {}, ORACLE: {}, IDEAL: {}}
-    earlier = [items[key] for key in sent_before if key in items]
-    seen: set[str] = {question(item) for item in earlier}
-    groups: set[str] = {item.labels.group for item in earlier}
-    for result in sorted(results, key=lambda r: r.start_s):
-        item = items.get(result.item)
-        if item is None:
-            return {f"{name}_p95_s": None for name in floors} | {"by_class": {}}
-        text = question(item)
+    asked = asked_in_order(results, items, sent_before)
+    if asked is None:
+        return {f"{name}_p95_s": None for name in floors} | {"by_class": {}}
+    for result, item, verbatim, repeat in asked:
         prompt = sum(count_tokens(str(m.get("content") or "")) for m in item.messages)
         tokens = min(item.expected_output_tokens, item.max_tokens)
         labels = item.labels
         best = HEAVY if (not labels.light_ok and labels.heavy_ok) else LIGHT
         kind = labels.complexity
         fresh = alone_s(engines[best], prompt, tokens)
-        floors[ORACLE].setdefault(kind, []).append(0.0 if text in seen else fresh)
-        floors[IDEAL].setdefault(kind, []).append(0.0 if labels.group in groups else fresh)
-        seen.add(text)
-        groups.add(labels.group)
+        floors[ORACLE].setdefault(kind, []).append(0.0 if verbatim else fresh)
+        floors[IDEAL].setdefault(kind, []).append(0.0 if repeat else fresh)
         if is_cache_hit(result):
             floors[ROUTED].setdefault(kind, []).append(0.0)
         elif result.lane is not None and result.lane in engines:  # no route: left out

@@ -28,9 +28,17 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
+from hybrid_gateway.tools.bench.floor import asked_in_order
 from hybrid_gateway.tools.bench.results import RequestResult
-from hybrid_gateway.tools.bench.verdict import ISSUE_GOALS, PROJECT_X, Target, figures_of
-from hybrid_gateway.tools.workload.schema import WorkloadItem, question
+from hybrid_gateway.tools.bench.verdict import (
+    ISSUE_GOALS,
+    PROJECT_X,
+    Target,
+    figures_of,
+    round_figure,
+    show,
+)
+from hybrid_gateway.tools.workload.schema import WorkloadItem
 
 __all__ = ["PARTS", "held_back", "repeat_ceiling"]
 
@@ -59,28 +67,16 @@ def repeat_ceiling(
     the stage, or by an item of ``sent_before``: its warm-up, earlier stages): the same text
     (``verbatim``) or another text of its paraphrase group (``paraphrase``); None when a
     request's item is not in ``items`` or the stage is empty."""
-    earlier = [items[key] for key in sent_before if key in items]
-    texts: set[str] = {question(item) for item in earlier}
-    groups: set[str] = {item.labels.group for item in earlier}
-    verbatim = paraphrase = 0
-    for result in sorted(results, key=lambda r: r.start_s):
-        item = items.get(result.item)
-        if item is None:
-            return None
-        text, group = question(item), item.labels.group
-        if text in texts:
-            verbatim += 1
-        elif group in groups:
-            paraphrase += 1
-        texts.add(text)
-        groups.add(group)
-    n = len(results)
-    if n == 0:
+    asked = asked_in_order(results, items, sent_before)
+    if not asked:
         return None
+    n = len(asked)
+    verbatim = sum(a.verbatim for a in asked)
+    repeats = sum(a.repeat for a in asked)
     return {
         "verbatim": round(verbatim / n, 4),
-        "paraphrase": round(paraphrase / n, 4),
-        "any": round((verbatim + paraphrase) / n, 4),
+        "paraphrase": round((repeats - verbatim) / n, 4),
+        "any": round(repeats / n, 4),
     }
 
 
@@ -99,7 +95,7 @@ def held_back(results: Sequence[JsonDict], goal_row: JsonDict) -> list[JsonDict]
         if target.key in seen or target.bound is None:
             continue
         seen.add(target.key)
-        value = _value(figures, target)
+        value = target.value_of(figures)
         if value is None or target.judge(value) is not False:
             continue
         entries.append(_entry(target, value, goal_row, ablations))
@@ -111,20 +107,20 @@ def _entry(
 ) -> JsonDict:
     ablations = []
     for other in ablation_rows:
-        theirs = _value(figures_of(other), target)
+        theirs = target.value_of(figures_of(other))
         ablations.append({
             "strategy": other["strategy"],
             "part": PARTS[other["strategy"]],
-            "value": _round(theirs),
-            "change": None if theirs is None else _round(theirs - value),
+            "value": round_figure(theirs),
+            "change": None if theirs is None else round_figure(theirs - value),
             "pass": target.judge(theirs),
         })  # fmt: skip
     entry: JsonDict = {
         "key": target.key,
         "label": target.label,
-        "value": _round(value),
+        "value": round_figure(value),
         "target": target.target_text(),
-        "short_by": _round(_gap(target, value)),
+        "short_by": round_figure(_gap(target, value)),
         "ablations": ablations,
     }
     if target.key in _FLOOR_CLASS:
@@ -133,16 +129,11 @@ def _entry(
         figures = figures_of(row)
         entry["ceiling"] = row.get("repeat_ceiling")
         entry["hits"] = {
-            "exact": _round(figures.exact_hit_rate),
-            "semantic": _round(figures.semantic_hit_rate),
+            "exact": round_figure(figures.exact_hit_rate),
+            "semantic": round_figure(figures.semantic_hit_rate),
         }
     entry["reading"] = _reading(target, entry)
     return entry
-
-
-def _value(figures: Any, target: Target) -> float | None:
-    value = getattr(figures, target.key)
-    return None if value is None else float(value)
 
 
 def _gap(target: Target, value: float) -> float:
@@ -163,7 +154,7 @@ def _floor(floor: JsonDict | None, kind: str | None) -> JsonDict | None:
 def _reading(target: Target, entry: JsonDict) -> str:
     unit = target.unit
     sentences = [
-        f"{target.label.strip()} {_show(entry['value'], unit)} against {entry['target']}: short "
+        f"{target.label.strip()} {show(entry['value'], unit)} against {entry['target']}: short "
         f"by {_amount(entry['short_by'], unit)}."
     ]
     sentences += _floor_sentences(target, entry)
@@ -207,11 +198,11 @@ def _ceiling_sentences(target: Target, entry: JsonDict) -> list[str]:
     ceiling, hits = entry.get("ceiling"), entry.get("hits") or {}
     if not ceiling:
         return []
+    exact, semantic = show(hits.get("exact"), "%"), show(hits.get("semantic"), "%")
     out = [
         f"{ceiling['any']:.1%} of the stage's requests repeat a question the gateway was asked "
         f"before ({ceiling['verbatim']:.1%} verbatim, {ceiling['paraphrase']:.1%} as a "
-        f"paraphrase); served: {_pct(hits.get('exact'))} exact, {_pct(hits.get('semantic'))} "
-        f"semantic."
+        f"paraphrase); served: {exact} exact, {semantic} semantic."
     ]
     if target.judge(ceiling["any"]) is False:
         out.append("No cache can meet the line on this traffic: the workload's repeats hold it "
@@ -231,14 +222,14 @@ def _ablation_sentences(target: Target, entry: JsonDict) -> list[str]:
     for a in sorted(toward, key=lambda a: -_toward(target, a["change"])):
         moved = _amount(abs(a["change"]), unit)
         if a["pass"]:
-            out.append(f"Without {a['part']} it is met ({_show(a['value'], unit)}): "
+            out.append(f"Without {a['part']} it is met ({show(a['value'], unit)}): "
                        f"{a['part']} holds it back by {moved}.")  # fmt: skip
         else:
-            out.append(f"Without {a['part']} it is {moved} nearer ({_show(a['value'], unit)}), "
+            out.append(f"Without {a['part']} it is {moved} nearer ({show(a['value'], unit)}), "
                        f"still short.")  # fmt: skip
     helping = [a for a in judged if a not in toward]
     if helping:
-        shown = "; ".join(f"without {a['part']} {_show(a['value'], unit)}" for a in helping)
+        shown = "; ".join(f"without {a['part']} {show(a['value'], unit)}" for a in helping)
         which = "any part" if not toward else "any other part"
         out.append(f"Removing {which} leaves it as far or further ({shown}).")
     return out
@@ -251,19 +242,5 @@ def _toward(target: Target, change: float | None) -> float:
     return -change if target.op in ("<", "<=") else change
 
 
-def _show(value: float | None, unit: str) -> str:
-    if value is None:
-        return "n/a"
-    return f"{value:.2f} s" if unit == "s" else f"{value:.1%}"
-
-
 def _amount(gap: float, unit: str) -> str:
     return f"{gap:.2f} s" if unit == "s" else f"{gap * 100:.1f} points"
-
-
-def _pct(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.1%}"
-
-
-def _round(value: float | None) -> float | None:
-    return None if value is None else round(value, 4)

@@ -201,9 +201,7 @@ def build_report(
     if items is not None:
         for stage, r in zip(stages, results, strict=True):
             if engines is not None:
-                r["latency_floor"] = latency_floor(
-                    stage.results, items, engines, stage.sent_before
-                )
+                r["latency_floor"] = latency_floor(stage.results, items, engines, stage.sent_before)
             r["repeat_ceiling"] = repeat_ceiling(stage.results, items, stage.sent_before)
     _fill_relative_cost(results)
     for r in results:

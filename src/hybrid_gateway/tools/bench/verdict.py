@@ -35,6 +35,8 @@ __all__ = [
     "Target",
     "VerdictLine",
     "figures_of",
+    "round_figure",
+    "show",
     "verdict",
     "verdict_json",
 ]
@@ -56,6 +58,11 @@ class Target:
     op: str = ">="
     bound: float | None = None
     unit: str = "%"  # how the bound and the value print: "%" (a fraction) or "s"
+
+    def value_of(self, figures: StageFigures) -> float | None:
+        """This line's figure in ``figures`` (None: no figure)."""
+        value = getattr(figures, self.key)
+        return None if value is None else float(value)
 
     def judge(self, value: float | None) -> bool | None:
         if self.bound is None or value is None:
@@ -114,7 +121,7 @@ class VerdictLine:
 
     @property
     def shown(self) -> str:
-        return _show(self.value, self.unit)
+        return show(self.value, self.unit)
 
 
 PROJECT_X: tuple[Target, ...] = (
@@ -147,8 +154,7 @@ def verdict(figures: StageFigures, targets: Sequence[Target] = PROJECT_X) -> lis
     """One line per target: the figure, the target as text, and pass / fail / None."""
     lines = []
     for target in targets:
-        value = getattr(figures, target.key)
-        value = None if value is None else float(value)
+        value = target.value_of(figures)
         lines.append(
             VerdictLine(
                 target.key, target.label, value, target.target_text(), target.judge(value),
@@ -160,7 +166,7 @@ def verdict(figures: StageFigures, targets: Sequence[Target] = PROJECT_X) -> lis
 
 def verdict_json(lines: Sequence[VerdictLine]) -> list[dict[str, Any]]:
     return [
-        {"key": ln.key, "label": ln.label.strip(), "value": _round(ln.value),
+        {"key": ln.key, "label": ln.label.strip(), "value": round_figure(ln.value),
          "shown": ln.shown, "target": ln.target, "pass": ln.passed}
         for ln in lines
     ]  # fmt: skip
@@ -205,11 +211,12 @@ def _seconds(ms: float | None) -> float | None:
     return None if ms is None else ms / 1000.0
 
 
-def _round(value: float | None) -> float | None:
+def round_figure(value: float | None) -> float | None:
     return None if value is None else round(value, 4)
 
 
-def _show(value: float | None, unit: str) -> str:
+def show(value: float | None, unit: str) -> str:
+    """A figure as the tables print it: seconds, a count, or a percentage (a fraction)."""
     if value is None:
         return "n/a"
     if unit == "s":
