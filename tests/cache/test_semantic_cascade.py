@@ -105,6 +105,7 @@ async def test_a_certain_miss_never_asks_e5() -> None:
     await pipeline.complete(chat(WEATHER), second)
     assert first.cache is CacheOutcome.MISS and second.cache is CacheOutcome.MISS
     assert second.extra["cache_checks"] == "!static_bound"
+    assert "cache_near" not in second.extra  # no e5 similarity: not a near miss
     assert e5.asked == [] and static.asked == [RESET, WEATHER]
     lazy = request_embedding(second)  # the router's e5 vector: not computed by the cache
     assert lazy is not None and not lazy.computed
@@ -126,6 +127,9 @@ async def test_a_near_neighbour_is_e5s_to_decide() -> None:
     result = await pipeline.complete(chat(NEAR), near)  # static says maybe, e5 says no
     assert near.cache is CacheOutcome.MISS and answer(result.body) == f"answer to {NEAR}"
     assert near.extra["cache_checks"] == "static_bound,!e5"
+    assert near.extra["cache_near"] == hit.extra["cache_entry"]  # e5's threshold alone said no
+    assert near.similarity is not None and near.similarity < stage.threshold  # e5's cosine
+    assert "cache_near" not in hit.extra
     await stage.aclose()
 
 

@@ -133,6 +133,28 @@ async def test_paraphrase_is_served_from_the_semantic_cache() -> None:
     await stage.aclose()
 
 
+async def test_a_miss_refused_only_by_the_threshold_names_its_candidate() -> None:
+    """What the near-miss audits read: the entry a lower threshold would have served."""
+    pipeline, upstream, stage, _ = build()
+    upstream.script["How do I reset my password?"] = completion("Use the reset link.")
+    upstream.script["How do I reset my password on the app?"] = completion("In settings.")
+    upstream.script["How do I reset my 2 passwords?"] = completion("One at a time.")
+    first = record()
+    await pipeline.complete(chat("How do I reset my password?"), first)
+    stage.replace_decision(dataclasses.replace(stage.cache.rule, threshold=0.999), None)
+    near = record()
+    await pipeline.complete(chat("How do I reset my password on the app?"), near)
+    assert near.cache is CacheOutcome.MISS and near.extra["cache_checks"].startswith("!threshold")
+    assert near.extra["cache_near"] == first.extra["cache_entry"]
+    assert near.similarity is not None and near.similarity < stage.threshold == 0.999
+    stage.replace_decision(dataclasses.replace(stage.cache.rule, threshold=0.5), None)
+    guarded = record()  # over the threshold, refused by a guard: not a near miss
+    await pipeline.complete(chat("How do I reset my 2 passwords?"), guarded)
+    assert guarded.cache is CacheOutcome.MISS and "!numbers" in guarded.extra["cache_checks"]
+    assert "cache_near" not in guarded.extra
+    await stage.aclose()
+
+
 @pytest.mark.parametrize(
     "answer",
     [UpstreamUnavailable("down", channel="up"), completion("", finish="tool_calls", tool=True),

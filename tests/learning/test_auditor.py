@@ -11,6 +11,8 @@ from typing import Any
 import orjson
 import pytest
 
+from hybrid_gateway.config import parse_config
+from hybrid_gateway.errors import ConfigError
 from hybrid_gateway.learning.auditor import Auditor, AuditParts
 from hybrid_gateway.learning.bound import FalseHitTracker, ScopeCounts
 from hybrid_gateway.learning.judges import LaneAnswer, MarksJudge
@@ -18,6 +20,7 @@ from hybrid_gateway.learning.settings import AuditConfig
 from hybrid_gateway.learning.spend import DAY_S, SpendCaps
 from hybrid_gateway.learning.store import AuditRow
 from hybrid_gateway.types import CacheOutcome, ChatRequest, RequestRecord, RouteDecision, Usage
+from tests.test_config import minimal
 
 
 class Lanes:
@@ -61,8 +64,8 @@ class Wall:
 
 def build(config: AuditConfig, lanes: Lanes, wall: Wall, **extra: Any) -> tuple[Auditor, Sink]:
     sink = Sink()
-    caps = SpendCaps({"router": config.router.daily_usd_per_tenant,
-                      "cache": config.cache.daily_usd_per_tenant}, wall)  # fmt: skip
+    caps = SpendCaps({kind: config.stream(kind).daily_usd_per_tenant
+                      for kind in ("router", "cache", "near_miss")}, wall)  # fmt: skip
     parts = AuditParts(
         config=config, caller=lanes, judge=MarksJudge(), store=sink, caps=caps, wall=wall,
         rng=random.Random(7), busy=lambda lane: None, **extra,
@@ -176,12 +179,12 @@ async def test_cache_hits_are_answered_fresh_by_the_routed_lane_and_bound() -> N
 async def test_a_cache_audit_keeps_the_cached_question_as_prompts_allow(
     mode: str, stored: str | None
 ) -> None:
-    async def question(entry: int) -> str | None:
-        return "Q stored" if entry == 42 else None
+    async def entry(entry: int) -> tuple[str, bytes] | None:
+        return ("Q stored", ANSWER) if entry == 42 else None
 
     lanes = Lanes({"light": "⟦g1|ok⟧ fresh"})
     auditor, sink = build(config(cache={"rate": 1.0, "daily_usd_per_tenant": 100}), lanes,
-                          Wall(), cached_question=question, prompts=mode)  # fmt: skip
+                          Wall(), cached_entry=entry, prompts=mode)  # fmt: skip
     hit = RequestRecord("hit", 0.0, tenant="acme", cache=CacheOutcome.SEMANTIC, similarity=0.9,
                         usage=Usage(10, 20), route=RouteDecision("light", "light-c", "default"),
                         extra={"cache_entry": 42})  # fmt: skip
@@ -189,3 +192,60 @@ async def test_a_cache_audit_keeps_the_cached_question_as_prompts_allow(
     await auditor.drain()
     assert sink.rows[0].cached_prompt == stored
     assert sink.rows[0].prompt == ("q" if mode == "full" else None)
+
+
+# -- near misses ---------------------------------------------------------------------------------
+ENTRIES = {  # entry id -> (stored question, its answer): 1 answers g1 (right), 2 another group
+    1: ("q?", orjson.dumps({"choices": [{"message": {"content": "⟦g1|ok⟧ stored"}}]})),
+    2: ("q!", orjson.dumps({"choices": [{"message": {"content": "⟦g9|ok⟧ stored"}}]})),
+}
+
+
+async def stored(entry: int) -> tuple[str, bytes] | None:
+    return ENTRIES.get(entry)
+
+
+def near(n: int, entry: int | None, similarity: float | None) -> RequestRecord:
+    extra: dict[str, object] = {} if entry is None else {"cache_near": entry}
+    return RequestRecord(f"near_{n}", 0.0, tenant="acme", usage=Usage(10, 20),
+                         similarity=similarity, extra=extra,
+                         route=RouteDecision("light", "light-c", "default"))  # fmt: skip
+
+
+async def test_a_near_miss_is_judged_against_the_entry_without_a_shadow_request() -> None:
+    lanes = Lanes({"heavy": "⟦g1|ok⟧ h"})
+    auditor, sink = build(config(near_miss={"rate": 1.0, "margin": 0.05}), lanes, Wall(),
+                          cached_entry=stored, cache_threshold=lambda: 0.95,
+                          prompts="full")  # fmt: skip
+    auditor.submit(REQUEST, near(1, 1, 0.93), ANSWER)  # the entry answers the same group
+    auditor.submit(REQUEST, near(2, 2, 0.92), ANSWER)  # the entry answers another question
+    auditor.submit(REQUEST, near(3, 1, 0.89), ANSWER)  # under the margin: not audited
+    auditor.submit(REQUEST, near(4, None, 0.94), ANSWER)  # no candidate kept: not audited
+    auditor.submit(REQUEST, near(5, 7, 0.94), ANSWER)  # evicted meanwhile: no verdict
+    await auditor.drain()
+    assert lanes.asked == []  # no upstream call: B is the client's own answer
+    rows = {r.request_id: r for r in sink.rows}
+    assert set(rows) == {"near_1", "near_2", "near_5"}
+    assert (rows["near_1"].kind, rows["near_1"].verdict) == ("near_miss", "equivalent")
+    assert rows["near_2"].verdict == "a_worse" and rows["near_2"].similarity == 0.92
+    assert (rows["near_5"].verdict, rows["near_5"].error) == (None, "entry_gone")
+    assert rows["near_2"].cached_prompt == "q!" and rows["near_2"].scope == "tenant:acme"
+    assert rows["near_1"].lane_a is None and rows["near_1"].lane_b == "light"
+    assert all(r.cost_usd == 0.0 for r in sink.rows)
+
+
+async def test_an_unsampled_near_miss_can_still_be_a_router_audit() -> None:
+    lanes = Lanes({"heavy": "⟦g1|ok⟧ h"})
+    streams = {"near_miss": {"rate": 0.0}, "router": {"rate": 1.0, "daily_usd_per_tenant": 9}}
+    auditor, sink = build(config(**streams), lanes, Wall(), cached_entry=stored,
+                          cache_threshold=lambda: 0.95)  # fmt: skip
+    auditor.submit(REQUEST, near(1, 1, 0.93), ANSWER)
+    await auditor.drain()
+    assert [(r.kind, r.lane_b) for r in sink.rows] == [("router", "heavy")]
+
+
+def test_the_feedback_judge_cannot_audit_near_misses() -> None:
+    audit = {"enabled": True, "near_miss": {"rate": 0.1}, "judge": {"kind": "feedback"}}
+    with pytest.raises(ConfigError) as refused:
+        parse_config(minimal(learning={"audit": audit}), "gw.yaml")
+    assert "learning.audit.near_miss.rate: 0 with the feedback judge" in str(refused.value)

@@ -235,3 +235,47 @@ async def test_an_excluded_tenant_and_a_busy_lane_are_not_audited(tmp_path: Path
         assert setup.heavy.bodies == []
         metrics = await (await setup.client.get("/metrics")).text()
         assert 'hybrid_gateway_audits_skipped_total{kind="router",reason="breaker"} 1.0' in metrics
+
+
+async def test_a_near_miss_is_judged_against_the_entry_and_moves_nothing_for_the_client(
+    tmp_path: Path,
+) -> None:
+    """A miss whose nearest entry only the threshold refused: the llm judge compares the entry's
+    answer with the fresh one; no shadow request, the client's answer untouched."""
+    audit = {"enabled": True, "near_miss": {"rate": 1.0, "margin": 1.0},
+             "judge": {"kind": "llm", "lane": "judge"}}  # fmt: skip
+    ups = {"light": Upstream(LIGHT_TEXT), "heavy": Upstream(HEAVY_TEXT),
+           "judge": Upstream("A_WORSE")}  # fmt: skip
+    log_path = tmp_path / "requests.sqlite3"
+    async with AsyncExitStack() as stack:
+        urls = {name: await stack.enter_async_context(serving(up)) for name, up in ups.items()}
+        config = gateway_config(urls, log_path, audit)
+        config["server"]["request_log"]["prompts"] = "full"
+        config["embedding"] = {"backend": "static"}
+        config["cache"]["semantic"] = {"enabled": True, "threshold": 0.99999, "guards": [],
+                                       "path": str(tmp_path / "semantic.sqlite3")}  # fmt: skip
+        client = TestClient(TestServer(create_app(parse_config(config))))
+        await stack.enter_async_context(client)
+        setup = Setup(client, ups["light"], ups["heavy"], ups["judge"], log_path)
+        first, second = (
+            {"model": "auto", "messages": [{"role": "user", "content": text}]}
+            for text in ("How do I reset my password?", "How can I reset my password?")
+        )
+        response = await client.post("/v1/chat/completions", json=first)
+        assert response.status == 200 and response.headers["x-gateway-cache"] == "miss"
+        await setup.auditor.drain()
+        response = await asyncio.wait_for(client.post("/v1/chat/completions", json=second), 5)
+        assert response.status == 200 and response.headers["x-gateway-cache"] == "miss"
+        answer = orjson.loads(await response.read())["choices"][0]["message"]["content"]
+        assert answer == LIGHT_TEXT
+        row = await setup.row(response.headers["x-request-id"])
+        assert row is not None
+        assert (row.kind, row.verdict, row.lane_a, row.lane_b) == ("near_miss", "a_worse", None,
+                                                                    "light")  # fmt: skip
+        assert row.similarity is not None and row.similarity < 0.99999
+        assert row.cached_prompt == "How do I reset my password?"
+        assert len(ups["light"].bodies) == 2 and ups["heavy"].bodies == []  # no shadow request
+        assert len(ups["judge"].bodies) == 1 and row.cost_usd > 0  # the judge's call alone
+        metrics = await (await client.get("/metrics")).text()
+        assert 'hybrid_gateway_audits_total{kind="near_miss",outcome="a_worse"} 1.0' in metrics
+        assert "hybrid_gateway_cache_false_hit_bound{" not in metrics  # served hits only

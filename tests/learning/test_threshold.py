@@ -116,3 +116,87 @@ async def test_the_follower_moves_the_stage_threshold_through_replace_decision()
     follower.verdict(replace(row, kind="router", similarity=0.99))
     assert len(reported) == 2  # router verdicts do not move it
     await stage.aclose()
+
+
+# -- with near-miss audits: evidence under the threshold -----------------------------------------
+EXPLORE = SETTINGS.model_copy(update={"min_audits": 20})
+
+
+async def test_near_misses_let_it_loosen_to_where_the_evidence_holds() -> None:
+    """Misses at 0.96-0.99 are as clean as the hits above 0.99; under 0.96 half are false: the
+    threshold goes from 0.99 down to the clean band in one move, not into the false one."""
+    clock = ManualClock()
+    policy = ThresholdPolicy(EXPLORE, 0.99, clock, explores=True)
+    rng = random.Random(3)
+    for _ in range(200):
+        policy.observe(rng.uniform(0.99, 1.0), False)
+    for _ in range(300):
+        s = rng.uniform(0.94, 0.99)
+        policy.observe(s, s < 0.96 and rng.random() < 0.5, near=True)
+    assert policy.threshold == 0.99  # hold_s not passed yet
+    await clock.advance(600)
+    move = policy.observe(0.995, False)
+    assert move is not None and move.reason == "loosen"
+    assert 0.955 <= policy.threshold <= 0.975
+    audits, bound = policy.stats()
+    assert bound <= 0.05 and audits == move.audits
+
+
+async def test_without_enough_near_misses_it_does_not_step_down_blind() -> None:
+    clock = ManualClock()
+    policy = ThresholdPolicy(EXPLORE, 0.99, clock, explores=True)
+    for _ in range(500):
+        policy.observe(0.995, False)  # plenty of clean hits: the blind rule would step down
+    for _ in range(19):
+        policy.observe(0.98, False, near=True)  # one short of min_audits under the threshold
+    await clock.advance(600)
+    assert policy.observe(0.995, False) is None and policy.threshold == 0.99
+    policy.observe(0.98, False, near=True)
+    assert policy.threshold == pytest.approx(0.98)
+
+
+async def test_weights_make_rarely_sampled_near_misses_count_for_their_traffic() -> None:
+    """Hits audited at rate 1, near misses at 0.1: 20 near misses with 3 false stand for 200
+    with 30, against 200 clean hits; 30 / 400 is over 5 %, so the band stays closed.  At equal
+    weights the same counts (3 in 220) would open it."""
+    clock = ManualClock()
+    weighted = ThresholdPolicy(EXPLORE, 0.99, clock, explores=True)
+    equal = ThresholdPolicy(EXPLORE, 0.99, clock, explores=True)
+    for policy, weight in ((weighted, 10.0), (equal, 1.0)):
+        for _ in range(200):
+            policy.observe(0.995, False)
+        for i in range(20):
+            policy.observe(0.98, i < 3, weight, near=True)
+    await clock.advance(600)
+    for policy in (weighted, equal):
+        policy.observe(0.995, False)
+    assert weighted.threshold == 0.99
+    assert equal.threshold == pytest.approx(0.98)
+
+
+def test_the_weighted_bound_is_wilson_s_with_equal_weights() -> None:
+    from hybrid_gateway.learning.bound import weighted_upper, wilson_upper
+
+    trials = [(i % 7 == 0, 1.0) for i in range(70)]
+    assert weighted_upper(trials) == pytest.approx(wilson_upper(10, 70))
+    scaled = [(false, 4.0) for false, _ in trials]  # same rate, same effective n
+    assert weighted_upper(scaled) == pytest.approx(wilson_upper(10, 70))
+
+
+async def test_the_follower_weighs_near_miss_verdicts_by_their_stream_rate() -> None:
+    clock = ManualClock()
+    moved: list[float] = []
+    policy = ThresholdPolicy(EXPLORE, 0.99, clock, explores=True)
+    follower = ThresholdFollower(policy, moved.append, None, {"cache": 1.0, "near_miss": 0.5})
+    row = AuditRow("r", 0.0, "acme", "cache", "marks", None, "equivalent", None, None, "light",
+                   0.995, "tenant:acme", 0.0, None)  # fmt: skip
+    for _ in range(100):
+        follower.verdict(row)
+    for _ in range(20):
+        follower.verdict(replace(row, kind="near_miss", similarity=0.985))
+    follower.verdict(replace(row, kind="router", similarity=0.5))  # not the cache's
+    await clock.advance(600)
+    follower.verdict(row)
+    assert moved == [pytest.approx(0.985)]
+    weights = {near: {s[2] for s in policy._seen if s[3] == near} for near in (True, False)}
+    assert weights == {True: {2.0}, False: {1.0}}

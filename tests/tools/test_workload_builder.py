@@ -139,6 +139,19 @@ def test_hard_kind_has_only_measured_items(hard_items: list[WorkloadItem]) -> No
     assert {item.labels.complexity for item in hard_items} == {SIMPLE, COMPLEX}
 
 
+def test_zh_sources_narrow_the_chinese_faq_pool(tmp_path: Path) -> None:
+    items = build(BuildOptions(size=400, zh_share=1.0, complex_share=0.0, trap_rate=0.02,
+                               zh_simple=("lcqmc",)), DATA)  # fmt: skip
+    assert {item.labels.source for item in items} == {"lcqmc"}
+    assert summarize(items)["by_kind"]["trap"] == pytest.approx(8, abs=1)
+    out = tmp_path / "w.jsonl"
+    assert run_build(out, "--zh-share", "1", "--complex-share", "0", "--zh-sources", "bq") == 0
+    assert {item.labels.source for item in read_workload(out)} == {"bq"}
+    assert read_meta(out)["zh_simple"] == ["bq"]
+    with pytest.raises(BuildError, match="--zh-sources: nope"):
+        build(BuildOptions(size=10, zh_simple=("nope",)), DATA)
+
+
 def test_impossible_mix_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(BuildError):
         build(BuildOptions(size=100, repeat_rate=0.8, trap_rate=0.2), DATA)

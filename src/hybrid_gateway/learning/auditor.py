@@ -2,7 +2,10 @@
 
 The pipeline hands every settled answer to ``Auditor.submit`` (a few dictionary look-ups, no
 await).  A sampled light-lane answer is sent again to the heavy lane (stream ``router``); a
-sampled semantic-cache hit is answered fresh by the routed lane (stream ``cache``).  The two
+sampled semantic-cache hit is answered fresh by the routed lane (stream ``cache``).  A sampled
+near miss (a miss whose nearest entry only the threshold refused, at most ``near_miss.margin``
+under it; stream ``near_miss``) needs no second answer: the entry's answer, what a lower
+threshold would have served, is judged against the fresh one the client got.  The two
 answers go to the judge and the verdict to the store.  All of that runs in a task of its own:
 the client's answer is already settled and is never waited for, changed or told about it.
 
@@ -23,6 +26,7 @@ from typing import Any, Protocol
 import orjson
 
 from hybrid_gateway.accounting.tokens import count_tokens
+from hybrid_gateway.cache.semantic.stage import NEAR_MISS as NEAR_ENTRY
 from hybrid_gateway.learning.judges import Judge, Judgement, JudgeRefused, LaneAnswer
 from hybrid_gateway.learning.lanecall import answer_text_of
 from hybrid_gateway.learning.load import LoadProbe
@@ -37,7 +41,7 @@ __all__ = ["AuditParts", "Auditor", "VerdictListener", "VerdictSink"]
 
 log = logging.getLogger("hybrid_gateway.learning")
 
-ROUTER, CACHE = "router", "cache"
+ROUTER, CACHE, NEAR_MISS = "router", "cache", "near_miss"
 _JUDGE_PROMPT_TOKENS = 120  # the rubric and its framing, over the question and both answers
 
 
@@ -75,8 +79,11 @@ class AuditParts:
     metrics: AuditMetrics | None = None
     scope: Callable[[str], str] = lambda tenant: f"tenant:{tenant}"
     listeners: Sequence[VerdictListener] = field(default_factory=tuple)
-    # cache audits: the stored question of a semantic-cache entry (None: not kept)
-    cached_question: Callable[[int], Awaitable[str | None]] | None = None
+    # cache and near-miss audits: a semantic-cache entry's stored question and answer body
+    # (None: evicted, or no semantic cache)
+    cached_entry: Callable[[int], Awaitable[tuple[str, bytes] | None]] | None = None
+    # near-miss audits: the semantic cache's hit threshold now
+    cache_threshold: Callable[[], float] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +91,9 @@ class _Audit:
     kind: str
     lane_b: str
     question: str
-    answer_a: bytes  # the client's answer body, read in the task (off the request's path)
+    # the client's answer body, read in the task (off the request's path); for a near miss
+    # it is answer B, and A is the entry's
+    answer: bytes
     body_b: Mapping[str, Any]
     reservation: Reservation
 
@@ -104,8 +113,9 @@ class Auditor:
         config = self._p.config
         if kind is None or record.tenant in config.exclude_tenants:
             return
-        stream = config.router if kind == ROUTER else config.cache
-        if stream.rate <= 0 or self._p.rng.random() >= stream.rate:
+        if kind == NEAR_MISS and not self._sampled(NEAR_MISS):
+            kind = ROUTER if self._light(record) else None  # a near miss is a fresh answer too
+        if kind is None or not self._sampled(kind):
             return
         audit = self._plan(kind, request, record, body)
         if audit is not None:
@@ -126,16 +136,34 @@ class Auditor:
         await asyncio.gather(*tasks, return_exceptions=True)
         await self._p.store.aclose()
 
+    def _sampled(self, kind: str) -> bool:
+        rate = self._p.config.stream(kind).rate
+        return rate > 0 and self._p.rng.random() < rate
+
     def _kind(self, record: RequestRecord) -> str | None:
         route = record.route
         if route is None or record.status != 200 or record.fallback is not None:
             return None
         if record.cache is CacheOutcome.SEMANTIC:
             return CACHE
+        if record.cache is CacheOutcome.MISS and self._near(record):
+            return NEAR_MISS
         fresh = record.cache in (CacheOutcome.MISS, CacheOutcome.BYPASS)
-        if fresh and not route.downgraded and route.lane in self._p.config.light_lanes:
-            return ROUTER
-        return None
+        return ROUTER if fresh and self._light(record) else None
+
+    def _light(self, record: RequestRecord) -> bool:
+        route = record.route
+        lanes = self._p.config.light_lanes
+        return route is not None and not route.downgraded and route.lane in lanes
+
+    def _near(self, record: RequestRecord) -> bool:
+        """A miss whose nearest entry only the threshold refused, within the margin."""
+        threshold = self._p.cache_threshold
+        if threshold is None or not isinstance(record.extra.get(NEAR_ENTRY), int):
+            return False
+        similarity = record.similarity
+        margin = self._p.config.near_miss.margin
+        return similarity is not None and similarity >= threshold() - margin
 
     def _plan(
         self, kind: str, request: ChatRequest, record: RequestRecord, body: bytes
@@ -143,7 +171,8 @@ class Auditor:
         assert record.route is not None  # _kind checked it
         config, judge = self._p.config, self._p.judge
         lane_b = config.heavy_lane if kind == ROUTER else record.route.lane
-        needed = [lane_b] if judge.needs_answer_b else []
+        shadow = judge.needs_answer_b and kind != NEAR_MISS  # a near miss's B is the client's
+        needed = [lane_b] if shadow else []
         if config.judge.kind == "llm" and config.judge.lane is not None:
             needed.append(config.judge.lane)
         reason = next((why for lane in needed if (why := self._p.busy(lane)) is not None), None)
@@ -153,7 +182,7 @@ class Auditor:
             count_tokens(_question(request)), count_tokens(answer_text(body))
         )
         out_cap = _out_cap(request, usage)
-        estimate = self._estimate(lane_b, usage, out_cap) if judge.needs_answer_b else 0.0
+        estimate = self._estimate(lane_b if shadow else None, usage, out_cap)
         reservation = None
         if reason is None:
             reservation = self._p.caps.reserve(kind, record.tenant, estimate)
@@ -165,8 +194,13 @@ class Auditor:
         return _Audit(kind, lane_b, _question(request), body,
                       shadow_body(request.body, out_cap), reservation)  # fmt: skip
 
-    def _estimate(self, lane_b: str, usage: Usage, out_cap: int) -> float:
-        cost = self._lane_price(lane_b, Usage(usage.prompt_tokens, out_cap))
+    def _estimate(self, lane_b: str | None, usage: Usage, out_cap: int) -> float:
+        """The shadow answer on ``lane_b`` (None: no shadow request), then the llm judge."""
+        if lane_b is None and not self._p.judge.needs_answer_b:
+            return 0.0  # the feedback judge: nothing is asked
+        cost = 0.0
+        if lane_b is not None:
+            cost = self._lane_price(lane_b, Usage(usage.prompt_tokens, out_cap))
         judge = self._p.config.judge
         if judge.kind == "llm" and judge.lane is not None:
             prompt = usage.prompt_tokens + usage.completion_tokens + out_cap + _JUDGE_PROMPT_TOKENS
@@ -182,16 +216,24 @@ class Auditor:
         judge = self._p.judge
         try:
             judgement = Judgement(None)
-            if judge.needs_answer_b:
+            if audit.kind == NEAR_MISS:
+                entry = await self._entry(record, record.extra.get(NEAR_ENTRY))
+                if entry is None:
+                    error = "entry_gone"
+                else:
+                    answer_b = answer_text(audit.answer)
+                    judgement = await judge.compare(audit.question, answer_text(entry[1]),
+                                                    answer_b)  # fmt: skip
+            elif judge.needs_answer_b:
                 try:
-                    answer_b = await self._p.caller.ask(audit.lane_b, audit.body_b, record)
+                    shadow = await self._p.caller.ask(audit.lane_b, audit.body_b, record)
                 except Exception as exc:  # any failure: no verdict, nothing else
                     error = "shadow_failed"
                     log.info("audit of %s: shadow request failed: %r", record.request_id, exc)
                 else:
-                    cost += answer_b.cost_usd
-                    answer_a = answer_text(audit.answer_a)
-                    judgement = await judge.compare(audit.question, answer_a, answer_b.text)
+                    cost += shadow.cost_usd
+                    answer_a = answer_text(audit.answer)
+                    judgement = await judge.compare(audit.question, answer_a, shadow.text)
             cost += judgement.cost_usd
             verdict = judgement.verdict
         except JudgeRefused as exc:
@@ -204,19 +246,26 @@ class Auditor:
             self._p.caps.settle(audit.reservation, cost)
         await self._record(audit, request, record, verdict.value if verdict else None, error, cost)
 
-    async def _cached_prompt(self, record: RequestRecord) -> str | None:
-        """The served entry's question, as ``server.request_log.prompts`` keeps a prompt."""
-        entry = record.extra.get("cache_entry")
-        if self._p.cached_question is None or not isinstance(entry, int):
+    async def _entry(self, record: RequestRecord, entry_id: object) -> tuple[str, bytes] | None:
+        """A semantic-cache entry's question and answer body (None: evicted, unreadable)."""
+        if self._p.cached_entry is None or not isinstance(entry_id, int):
             return None
         try:
-            question = await self._p.cached_question(entry)
-        except Exception as exc:  # the entry's store is down: the row goes in without it
-            log.info("audit of %s: cached question unreadable: %r", record.request_id, exc)
+            return await self._p.cached_entry(entry_id)
+        except Exception as exc:  # the entry's store is down: no entry
+            log.info("audit of %s: cache entry unreadable: %r", record.request_id, exc)
             return None
-        if question is None:  # evicted meanwhile
+
+    async def _cached_prompt(self, record: RequestRecord, kind: str) -> str | None:
+        """The entry's question (the served one, or a near miss's), as
+        ``server.request_log.prompts`` keeps a prompt."""
+        if self._p.prompts == "none":
             return None
-        return stored_prompt(self._p.prompts, [{"role": "user", "content": question}])
+        key = NEAR_ENTRY if kind == NEAR_MISS else "cache_entry"
+        entry = await self._entry(record, record.extra.get(key))
+        if entry is None:
+            return None
+        return stored_prompt(self._p.prompts, [{"role": "user", "content": entry[0]}])
 
     async def _record(
         self,
@@ -228,7 +277,7 @@ class Auditor:
         cost: float,
     ) -> None:
         route = record.route
-        cached = audit.kind == CACHE
+        cached = audit.kind in (CACHE, NEAR_MISS)
         row = AuditRow(
             request_id=record.request_id, ts=self._p.wall(), tenant=record.tenant,
             kind=audit.kind, judge=self._p.judge.name, rubric=self._p.judge.rubric,
@@ -237,7 +286,7 @@ class Auditor:
             similarity=record.similarity if cached else None,
             scope=self._p.scope(record.tenant) if cached else None, cost_usd=cost,
             prompt=stored_prompt(self._p.prompts, request.messages),
-            cached_prompt=await self._cached_prompt(record) if cached else None,
+            cached_prompt=await self._cached_prompt(record, audit.kind) if cached else None,
         )  # fmt: skip
         outcome = verdict or error or "pending"
         if self._p.metrics is not None:

@@ -8,12 +8,14 @@ at z = 1.96; with no false hit in n audits it is about 3.84 / (n + 3.84).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from hybrid_gateway.learning.store import AuditRow
 
-__all__ = ["Z95", "FalseHitTracker", "ScopeCounts", "wilson_upper"]
+__all__ = [
+    "Z95", "FalseHitTracker", "ScopeCounts", "upper_of_sums", "weighted_upper", "wilson_upper",
+]  # fmt: skip
 
 Z95 = 1.96
 
@@ -22,11 +24,35 @@ def wilson_upper(failures: int, trials: int, z: float = Z95) -> float:
     """Upper end of the Wilson score interval for ``failures / trials`` (1.0 with no trials)."""
     if trials <= 0:
         return 1.0
-    p = failures / trials
+    return _wilson(failures / trials, trials, z)
+
+
+def weighted_upper(samples: Iterable[tuple[bool, float]], z: float = Z95) -> float:
+    """Wilson's upper end for weighted trials ``(failed, weight)``: the weighted failure rate
+    over Kish's effective number of trials, ``(sum w)^2 / sum w^2`` (the plain bound when every
+    weight is equal).  A weight is 1 / the rate its trial was sampled at, so trials drawn at
+    different rates stand for the requests they were drawn from."""
+    total = squares = failed = 0.0
+    for failure, weight in samples:
+        total += weight
+        squares += weight * weight
+        failed += weight if failure else 0.0
+    return upper_of_sums(failed, total, squares, z)
+
+
+def upper_of_sums(failed: float, total: float, squares: float, z: float = Z95) -> float:
+    """``weighted_upper`` from the sums of the failed trials' weights, of all the weights and of
+    their squares (for a caller that accumulates them as it goes)."""
+    if total <= 0:
+        return 1.0
+    return _wilson(failed / total, total * total / squares, z)
+
+
+def _wilson(p: float, n: float, z: float) -> float:
     z2 = z * z
-    centre = p + z2 / (2 * trials)
-    spread = z * math.sqrt(p * (1 - p) / trials + z2 / (4 * trials * trials))
-    return min(1.0, (centre + spread) / (1 + z2 / trials))
+    centre = p + z2 / (2 * n)
+    spread = z * math.sqrt(max(p * (1 - p), 0.0) / n + z2 / (4 * n * n))
+    return min(1.0, (centre + spread) / (1 + z2 / n))
 
 
 @dataclass(slots=True)

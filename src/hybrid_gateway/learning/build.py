@@ -48,8 +48,11 @@ def _follower(
     def apply(threshold: float) -> None:
         stage.replace_decision(replace(stage.cache.rule, threshold=threshold), None)
 
-    policy = ThresholdPolicy(settings, stage.cache.rule.threshold, clock or MonotonicClock())
-    return (ThresholdFollower(policy, apply, metrics.threshold),)
+    audit = config.learning.audit
+    policy = ThresholdPolicy(settings, stage.cache.rule.threshold, clock or MonotonicClock(),
+                             explores=audit.near_miss.rate > 0)  # fmt: skip
+    rates = {"cache": audit.cache.rate, "near_miss": audit.near_miss.rate}
+    return (ThresholdFollower(policy, apply, metrics.threshold, rates),)
 
 
 def open_verdict_store(
@@ -93,7 +96,8 @@ def build_auditor(
         {name: lane.channel for name, lane in config.lanes.items()}, dispatcher,
         gates=degradation.gates, queue_slots=slots, shedder=degradation.shedder,
     )  # fmt: skip
-    caps = {"router": audit.router.daily_usd_per_tenant, "cache": audit.cache.daily_usd_per_tenant}
+    caps = {kind: audit.stream(kind).daily_usd_per_tenant
+            for kind in ("router", "cache", "near_miss")}  # fmt: skip
     parts = AuditParts(
         config=audit, caller=caller, judge=build_judge(audit.judge, caller.ask),
         store=open_verdict_store(config, config_path, request_log),
@@ -105,10 +109,11 @@ def build_auditor(
     if semantic is not None:  # the scope a hit came from, as the cache reads it now
         stage = semantic
         parts = replace(parts, scope=lambda tenant: scope_of(tenant, stage.shared_scopes),
-                        cached_question=lambda entry: _question_of(stage, entry))  # fmt: skip
+                        cached_entry=lambda entry: _entry_of(stage, entry),
+                        cache_threshold=lambda: stage.threshold)  # fmt: skip
     return Auditor(parts)
 
 
-async def _question_of(stage: SemanticStage, entry_id: int) -> str | None:
+async def _entry_of(stage: SemanticStage, entry_id: int) -> tuple[str, bytes] | None:
     entry = await stage.cache.get(entry_id)
-    return None if entry is None else entry.question
+    return None if entry is None else (entry.question, entry.body)

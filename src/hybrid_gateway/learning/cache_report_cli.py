@@ -23,7 +23,7 @@ from hybrid_gateway.accounting.log_source import config_source
 from hybrid_gateway.accounting.report import ReportError, parse_instant, sqlite_source
 from hybrid_gateway.config import load_config
 from hybrid_gateway.errors import ConfigError
-from hybrid_gateway.learning.labels import Label, read_labels
+from hybrid_gateway.learning.labels import PAIR_KINDS, Label, read_labels
 from hybrid_gateway.learning.report import render_summary, summarise, summary_json
 
 __all__ = ["ACTIONS", "configure", "run"]
@@ -74,13 +74,14 @@ def _labels(args: argparse.Namespace) -> list[Label]:
 
 
 def write_pairs(path: Path, labels: list[Label]) -> int:
-    """Cache audits with a verdict and both questions stored, one JSON pair a line: ``label``
-    1 (the cached answer served the question as well as a fresh one) or 0 (``a_worse``)."""
+    """Cache and near-miss audits with a verdict and both questions stored, one JSON pair a
+    line: ``label`` 1 (the entry's answer serves the question as well as a fresh one) or 0
+    (``a_worse``)."""
     count = 0
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", encoding="utf-8") as out:
         for label in labels:
-            if label.kind != "cache" or label.verdict is None:
+            if label.kind not in PAIR_KINDS or label.verdict is None:
                 continue
             if not label.prompt or not label.cached_prompt:
                 continue

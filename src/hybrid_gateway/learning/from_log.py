@@ -28,7 +28,7 @@ from hybrid_gateway.accounting.report import LogSource, ReportError, parse_insta
 from hybrid_gateway.config import load_config
 from hybrid_gateway.errors import ConfigError
 from hybrid_gateway.learning.cache_report_cli import write_pairs
-from hybrid_gateway.learning.labels import Label, read_labels
+from hybrid_gateway.learning.labels import PAIR_KINDS, Label, read_labels
 from hybrid_gateway.learning.router_fit import outcome_rows
 from hybrid_gateway.routing.outcomes import OutcomeRow
 
@@ -139,8 +139,9 @@ def audited_router_rows(labels: Sequence[Label]) -> list[OutcomeRow]:
 
 
 def audited_pair_file(labels: Sequence[Label], folder: Path | None = None) -> Path:
-    """The cache audits as a labelled pair file (JSONL) in a fresh temporary folder."""
-    judged = [lb for lb in labels if lb.kind == "cache" and lb.verdict is not None]
+    """The cache and near-miss audits as a labelled pair file (JSONL) in a fresh temporary
+    folder."""
+    judged = [lb for lb in labels if lb.kind in PAIR_KINDS and lb.verdict is not None]
     usable = [lb for lb in judged if _text(lb.prompt) and _text(lb.cached_prompt)]
     if judged and not usable:
         raise FromLogError(f"{len(judged)} cache audits with a verdict, but {_NO_TEXT}")

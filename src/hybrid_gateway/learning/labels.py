@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from hybrid_gateway.accounting.report import LogSource
 from hybrid_gateway.learning.store import LABELS_SQL
 
-__all__ = ["Label", "read_labels"]
+__all__ = ["PAIR_KINDS", "Label", "read_labels"]
 
 _TABLES = {
     "sqlite": "SELECT name FROM sqlite_master WHERE type = 'table' AND name IN "
@@ -27,19 +27,26 @@ _NO_FEEDBACK = (
 )
 
 
+# The audit kinds that judge a (question, cached question) pair: a served hit, and a near miss
+# (what a lower threshold would have served).  Both are labelled pairs for the cache's own
+# calibration; only served hits count in the false-hit rate of what the cache served.
+PAIR_KINDS = frozenset({"cache", "near_miss"})
+
+
 @dataclass(frozen=True, slots=True)
 class Label:
     request_id: str
     ts: float
     tenant: str
-    kind: str  # router | cache
+    kind: str  # router | cache | near_miss
     scope: str | None
     similarity: float | None
     lane_a: str | None
     lane_b: str | None
     verdict: str | None  # None: no verdict (failed, or a feedback audit nobody rated)
     prompt: str | None  # as server.request_log.prompts stored it
-    cached_prompt: str | None = None  # cache audits: the served entry's question, the same way
+    # cache and near-miss audits: the entry's question (served, or refused), the same way
+    cached_prompt: str | None = None
 
 
 def read_labels(source: LogSource, since: float, until: float) -> list[Label]:

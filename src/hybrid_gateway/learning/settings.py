@@ -1,9 +1,12 @@
 """``learning.audit``: how often, how much and against what the gateway audits its decisions.
 
-Two audit streams, each with its own sampling rate and daily spend cap per tenant:
+Three audit streams, each with its own sampling rate and daily spend cap per tenant:
 
 - ``router``: a light-lane answer (a lane in ``light_lanes``) is also sent to ``heavy_lane``;
-- ``cache``: a semantic-cache hit is also answered fresh, by the lane the router picks.
+- ``cache``: a semantic-cache hit is also answered fresh, by the lane the router picks;
+- ``near_miss``: a semantic-cache miss whose nearest entry only the threshold refused, at most
+  ``margin`` under it: the entry's answer (what a lower threshold would have served) is judged
+  against the fresh answer the client got.  No shadow request: only the judge's call.
 
 The pair goes to the ``judge``.  Audits run in the background (at most ``max_in_flight`` at
 once) and are skipped whenever the lane they need is busy or load shedding is on.
@@ -19,7 +22,7 @@ from hybrid_gateway.configbase import FieldError, Fraction, NonNegFloat, Positiv
 
 __all__ = [
     "AuditConfig", "AuditStreamConfig", "CacheThresholdConfig", "JudgeConfig", "LearningConfig",
-    "RouterUpdateConfig",
+    "NearMissConfig", "RouterUpdateConfig",
 ]  # fmt: skip
 
 JudgeKind = Literal["llm", "marks", "feedback"]
@@ -30,6 +33,11 @@ class AuditStreamConfig(Strict):
     rate: Fraction = 0.0
     # What audits of one tenant may cost per UTC day (shadow answer + judge), in USD.
     daily_usd_per_tenant: NonNegFloat = 1.0
+
+
+class NearMissConfig(AuditStreamConfig):
+    # How far under the hit threshold a miss's nearest entry may be and still be audited.
+    margin: Annotated[float, Field(gt=0, le=1)] = 0.05
 
 
 class JudgeConfig(Strict):
@@ -50,6 +58,7 @@ class AuditConfig(Strict):
     enabled: bool = False
     router: AuditStreamConfig = AuditStreamConfig()
     cache: AuditStreamConfig = AuditStreamConfig()
+    near_miss: NearMissConfig = NearMissConfig()
     # Lanes whose answers the router stream audits, and the lane that answers them again.
     light_lanes: tuple[str, ...] = ("light",)
     heavy_lane: str = "heavy"
@@ -58,6 +67,20 @@ class AuditConfig(Strict):
     max_in_flight: PositiveInt = 4
     # Tenants whose traffic is never audited (no shadow request, no verdict row).
     exclude_tenants: tuple[str, ...] = ()
+
+    @model_validator(mode="after")
+    def _near_miss_judged_now(self) -> AuditConfig:
+        if self.near_miss.rate and self.judge.kind == "feedback":
+            # a rating is of the answer the client got: the fresh one, never the entry's
+            raise FieldError("near_miss.rate", "0 with the feedback judge (llm or marks judge)")
+        return self
+
+    def stream(self, kind: str) -> AuditStreamConfig:
+        """The stream config of an audit kind (router, cache, near_miss)."""
+        streams: dict[str, AuditStreamConfig] = {
+            "router": self.router, "cache": self.cache, "near_miss": self.near_miss,
+        }  # fmt: skip
+        return streams[kind]
 
 
 class CacheThresholdConfig(Strict):

@@ -5,8 +5,10 @@
               namespace: (the tenant, or the cache_scope it shares; embedder model@version)
     lookup    embed (once), nearest neighbour in the partition, the decision rule, then the
               optional reranker; a hit writes similarity, entry id and the checks that passed
-              onto the record.  Any failure here (embedder down, reranker timeout) is a miss:
-              the request goes upstream, it never fails because of the cache; with the
+              onto the record (a miss that only the threshold refused: the entry's id as
+              ``cache_near``, for the near-miss audits).  Any failure here (embedder down,
+              reranker timeout) is a miss: the request goes upstream, it never fails because
+              of the cache; with the
               shared store down (``StoreUnavailable``) the checks say ``store_down`` and the
               answer is not stored either (``stores.semantic_on_outage: bypass``)
               With the embedder saturated (``EmbedderSaturated``: its queue is full) the
@@ -66,6 +68,9 @@ _PENDING = "semantic_key"
 _CHECKS = "cache_checks"
 EMBEDDER_BUSY = "embedder_busy"  # cache_checks of a request that skipped the cache: queue full
 CLIENT_LEFT = "client_left"  # ... whose embedding was dropped: its client had hung up
+# record.extra key: the entry a miss's nearest candidate was, when only the threshold refused
+# it (its similarity is the record's): what ``learning.audit.near_miss`` audits
+NEAR_MISS = "cache_near"
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +118,11 @@ class SemanticStage:
         self._cascade = cascade
         if cascade is not None:  # the index is judged by the static bound, e5 by the threshold
             self.cache.rule = cascading.cascade_rule(cache.rule, cascade)
+
+    @property
+    def threshold(self) -> float:
+        """The hit threshold now (e5's with the cascade); a reload or the learned one moves it."""
+        return self.cache.rule.threshold
 
     def store_status(self) -> dict[str, object] | None:
         """For ``/healthz``: the shared vectors' store (None: the entries live in-process)."""
@@ -194,6 +204,8 @@ class SemanticStage:
             (passed if ok else failed).append("reranker")
         record.extra[_CHECKS] = ",".join([*passed, *(f"!{f}" for f in failed)])
         if failed:
+            if failed == [cascading.E5_CHECK if self._cascade is not None else "threshold"]:
+                record.extra[NEAR_MISS] = entry.id  # only the threshold said no
             return None
         record.extra["cache_entry"] = entry.id
         return SemanticHit(CachedAnswer(entry.body, entry.usage, entry.created_at),

@@ -59,6 +59,8 @@ class CacheSettings:
     concurrency: int = 8
     chunk: int = 100
     threshold: float = SemanticCacheConfig.model_fields["threshold"].default  # the bundled one
+    near_rate: float = 1.0  # learning.audit.near_miss.rate of the learned run (0: none)
+    near_margin: float = 0.05
 
 
 def cache_config(
@@ -76,6 +78,10 @@ def cache_config(
         "cache": {"rate": s.rate, "daily_usd_per_tenant": 1.0e6},
     }}  # fmt: skip
     if learn:
+        if s.near_rate > 0:
+            config["learning"]["audit"]["near_miss"] = {
+                "rate": s.near_rate, "daily_usd_per_tenant": 1.0e6, "margin": s.near_margin,
+            }  # fmt: skip
         config["learning"]["cache_threshold"] = {
             "enabled": True, "target_precision": s.target_precision, "min_audits": s.min_audits,
             "step": s.step, "hold_s": s.hold_s, "min_threshold": s.min_threshold,
@@ -106,17 +112,20 @@ def _one_run(s: CacheSettings, folder: Path, learn: bool) -> JsonDict:
             scraped = metrics(gw.url)
             series.append({
                 "requests": len(results), "labels": audit_count(log, "cache"),
+                "near_miss_labels": audit_count(log, "near_miss"),
                 **cache_tally(results, groups).as_json(),
                 "chunk_hit_rate": round(cache_tally(chunk, groups).hit_rate, 4),
                 "threshold": scraped.get(THRESHOLD),
                 "bound": min((v for k, v in scraped.items() if k.startswith(BOUND)), default=None),
             })  # fmt: skip
         labels = settled_audits(log, "cache")
+        near_labels = settled_audits(log, "near_miss")
         final = metrics(gw.url)
     print(f"cache curve ({folder.name}): {series[-1]}", file=sys.stderr)
     return {
         "total": cache_tally(results, groups).as_json(),
         "labels": labels,
+        "near_miss_labels": near_labels,
         "final_threshold": final.get(THRESHOLD),
         "audit_usd": sum(v for k, v in final.items() if k.startswith("hybrid_gateway_audit_cost")),
         "series": series,

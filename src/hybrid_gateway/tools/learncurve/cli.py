@@ -102,6 +102,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="learning.cache_threshold.target_precision (0.95)",
     )
     cache.add_argument("--min-audits", type=int, default=20, help="cache_threshold.min_audits")
+    cache.add_argument("--near-miss-rate", type=float, default=1.0,
+                       help="learning.audit.near_miss.rate of the learned run (0: none)")
+    cache.add_argument("--near-miss-margin", type=float, default=0.05,
+                       help="learning.audit.near_miss.margin (0.05)")
+    cache.add_argument("--cache-trap-rate", type=float, default=0.1,
+                       help="workload build --trap-rate of the built one (0.1)")
+    cache.add_argument("--cache-zh-sources", nargs="+", metavar="SOURCE",
+                       default=["lcqmc", "bq", "afqmc", "oppo_xiaobu"],
+                       help="the pair sources of the built workload (workload build --zh-sources)")
     cache.add_argument(
         "--eval-pairs",
         nargs="*",
@@ -197,7 +206,9 @@ def _cache(args: argparse.Namespace, folder: Path, embed_cache: Path) -> dict[st
     if workload is None:
         workload = folder / "paraphrase.jsonl"
         _build(["--size", str(args.cache_size), "--seed", "21", "--zh-share", "1",
-                "--complex-share", "0", "--repeat-rate", "0.5", "--trap-rate", "0.1",
+                "--complex-share", "0", "--repeat-rate", "0.5",
+                "--trap-rate", str(args.cache_trap_rate),
+                "--zh-sources", *args.cache_zh_sources,
                 "--data", str(args.data), "--out", str(workload)])  # fmt: skip
     settings = CacheSettings(
         folder / "cache",
@@ -206,6 +217,8 @@ def _cache(args: argparse.Namespace, folder: Path, embed_cache: Path) -> dict[st
         args.cache_target,
         min_audits=args.min_audits,
         concurrency=args.concurrency,
+        near_rate=args.near_miss_rate,
+        near_margin=args.near_miss_margin,
     )
     result = run_cache_curve(settings)
     thresholds = {"bundled": result["bundled_threshold"]}

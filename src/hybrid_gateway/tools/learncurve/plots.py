@@ -62,7 +62,7 @@ def _cache(cache: Mapping[str, Any], path: Path) -> Path:
     for i, (name, run) in enumerate(cache["runs"].items()):
         series = run["series"]
         colour = f"C{i}"
-        xs = [p["labels"] for p in series]
+        xs = [p["labels"] + p.get("near_miss_labels", 0) for p in series]
         hits.plot(xs, [100 * p["hit_rate"] for p in series], marker=".", color=colour,
                   label=f"{name}: cumulative")  # fmt: skip
         hits.plot(xs, [100 * p["chunk_hit_rate"] for p in series], ":", color=colour,
@@ -81,7 +81,7 @@ def _cache(cache: Mapping[str, Any], path: Path) -> Path:
     threshold.set_ylabel("semantic threshold")
     for ax, title in ((hits, "Cache: labels bought vs hit rate"),
                       (false, "Cache: labels bought vs false-hit rate")):  # fmt: skip
-        ax.set_xlabel("cache labels bought (audits with a verdict)")
+        ax.set_xlabel("cache labels bought (hit and near-miss audits with a verdict)")
         ax.set_title(title)
     threshold.set_xlabel("requests sent")
     threshold.set_title("Cache: the threshold over the run")

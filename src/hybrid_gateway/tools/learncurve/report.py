@@ -133,11 +133,13 @@ def markdown(report: Mapping[str, Any]) -> str:
     if cache:
         out += ["", f"## Cache (bundled threshold {cache['bundled_threshold']}, target precision "
                 f"{cache['settings']['target_precision']})", "",
-                "| run | requests | labels | hits | hit rate | false hits | false-hit rate | "
-                "final threshold |", "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+                "| run | requests | hit labels | near-miss labels | hits | hit rate | false hits "
+                "| false-hit rate | final threshold |",
+                "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
         for name, run in cache["runs"].items():
             t = run["total"]
-            out.append(f"| {name} | {t['requests']} | {run['labels']} | {t['hits']} | "
+            near = run.get("near_miss_labels", 0)
+            out.append(f"| {name} | {t['requests']} | {run['labels']} | {near} | {t['hits']} | "
                        f"{t['hit_rate']} | {t['false_hits']} | {t['false_hit_rate']} | "
                        f"{run['final_threshold']} |")  # fmt: skip
         out += ["", "Held-out pairs (`cache eval`, TEST half; pairs with a question the run sent "

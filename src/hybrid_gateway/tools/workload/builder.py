@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .arrivals import Arrival, ArrivalSpec, make_arrivals
+from .known_paraphrases import KnownParaphrases
 from .schema import COMPLEX, SIMPLE, Labels, WorkloadItem
 from .sources import (
     ASSUMED,
@@ -78,6 +79,7 @@ class BuildOptions:
     tenants: int = 1
     arrivals: ArrivalSpec = field(default_factory=ArrivalSpec)
     seed: int = 7
+    zh_simple: tuple[str, ...] = ()  # the Chinese FAQ sources drawn from, evenly (): all four
 
     def validate(self) -> None:
         shares = ("complex_share", "repeat_rate", "trap_rate", "zh_share", "stream_share")
@@ -88,6 +90,8 @@ class BuildOptions:
             raise BuildError("--size and --tenants must be at least 1")
         if self.kind not in KINDS:
             raise BuildError(f"--kind must be one of {', '.join(KINDS)}")
+        if unknown := sorted(set(self.zh_simple) - set(ZH_SIMPLE)):
+            raise BuildError(f"--zh-sources: {', '.join(unknown)}: one of {', '.join(ZH_SIMPLE)}")
 
     def as_meta(self) -> dict[str, Any]:
         return {
@@ -101,6 +105,7 @@ class BuildOptions:
             "tenants": self.tenants,
             "arrivals": str(self.arrivals),
             "seed": self.seed,
+            **({"zh_simple": list(self.zh_simple)} if self.zh_simple else {}),
         }
 
 
@@ -165,6 +170,7 @@ class _Library:
         self._data = data
         self._stratify = stratify
         self._decks: dict[tuple[str, str], _Deck] = {}
+        self.known = KnownParaphrases()  # the label-1 links of the pair sources loaded
         # Where the mix starts to drift: the item (1-based) at which a source ("cmath"), or
         # the part of one that a draw preferred ("mmlu/light_fails"), was first found empty.
         self.exhausted: dict[str, int] = {}
@@ -202,6 +208,7 @@ class _Library:
     def _load(self, name: str) -> None:
         if name in PAIR_LOADERS:
             pairs: list[Pair] = PAIR_LOADERS[name](self._data)
+            self.known.add(pairs)
             cards = [_Candidate(p.prompt, p.partner, p.same) for p in pairs]
             self._decks[(name, "same")] = _Deck([c for c in cards if c.same])
             self._decks[(name, "different")] = _Deck([c for c in cards if not c.same])
@@ -260,7 +267,9 @@ class _Composer:
     def _pools(self, complex_pool: bool) -> list[Mapping[str, float]]:
         if self.options.kind == HARD_KIND:
             return [HARD]
-        en, zh = (EN_COMPLEX, ZH_COMPLEX) if complex_pool else (EN_SIMPLE, ZH_SIMPLE)
+        chosen = self.options.zh_simple
+        zh_simple = {name: 1 / len(chosen) for name in chosen} if chosen else ZH_SIMPLE
+        en, zh = (EN_COMPLEX, ZH_COMPLEX) if complex_pool else (EN_SIMPLE, zh_simple)
         return [zh, en] if self._lang() == "zh" else [en, zh]
 
     def _p_same(self) -> float:
@@ -280,7 +289,11 @@ class _Composer:
 
     def _remember(self, card: _Candidate, complex_pool: bool) -> tuple[str, Labels, int]:
         prompt = card.prompt
-        labels = _labels(prompt, self._new_group(prompt.text))
+        known = self.library.known.group_of(prompt.text)  # the data says: asked before
+        if known is not None:
+            self.groups[prompt.text] = known
+            self.library.known.asked(prompt.text, known)
+        labels = _labels(prompt, known or self._new_group(prompt.text))
         asked = _Asked(
             prompt.text, labels, prompt.max_tokens, complex_pool, card.partner, card.same
         )
@@ -293,6 +306,7 @@ class _Composer:
         self.group_count += 1
         group = f"g{self.group_count:06d}"
         self.groups[text] = group
+        self.library.known.asked(text, group)
         return group
 
     def _verbatim(self, complex_pool: bool) -> tuple[str, Labels, int] | None:
@@ -313,6 +327,7 @@ class _Composer:
                 continue
             if same and self.groups.get(text, asked.labels.group) == asked.labels.group:
                 self.groups[text] = asked.labels.group
+                self.library.known.asked(text, asked.labels.group)
                 return text, asked.labels, asked.max_tokens
             if not same and text not in self.groups:
                 return self._trap(text, asked)
@@ -321,7 +336,12 @@ class _Composer:
     def _trap(self, text: str, of: _Asked) -> tuple[str, Labels, int]:
         source, lang = of.labels.source, of.labels.lang
         prompt = Prompt(text, source, source, lang, light_ok=True, heavy_ok=True, outcome=ASSUMED)
-        labels = _labels(prompt, self._new_group(text), trap_of=of.labels.group)
+        known = self.library.known.group_of(text)  # a paraphrase of another question asked
+        if known is None or known == of.labels.group:  # (the data contradicting itself: not)
+            known = self._new_group(text)
+        self.groups[text] = known
+        self.library.known.asked(text, known)
+        labels = _labels(prompt, known, trap_of=of.labels.group)
         self.asked[False].append(_Asked(text, labels, of.max_tokens, complex_pool=False))
         return text, labels, of.max_tokens
 

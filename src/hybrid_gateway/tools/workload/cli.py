@@ -42,6 +42,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add("--repeat-rate", type=float, default=defaults.repeat_rate)
     add("--trap-rate", type=float, default=defaults.trap_rate)
     add("--zh-share", type=float, default=defaults.zh_share)
+    add("--zh-sources", nargs="+", default=list(defaults.zh_simple), metavar="SOURCE",
+        help="the Chinese FAQ pair sources to draw from, evenly (default: lcqmc bq afqmc "
+        "oppo_xiaobu)")  # fmt: skip
     add("--stream-share", type=float, default=defaults.stream_share)
     add("--tenants", type=int, default=defaults.tenants, help="tenant names t0, t1, ...")
     add(
@@ -75,6 +78,7 @@ def run(args: argparse.Namespace) -> int:
         repeat_rate=args.repeat_rate,
         trap_rate=args.trap_rate,
         zh_share=args.zh_share,
+        zh_simple=tuple(args.zh_sources),
         stream_share=args.stream_share,
         tenants=args.tenants,
         arrivals=args.arrivals,
