@@ -43,6 +43,9 @@ __all__ = ["ThresholdFollower", "ThresholdMove", "ThresholdPolicy"]
 log = logging.getLogger("hybrid_gateway.learning")
 
 _ABOVE = 1e-6  # a cut just above a false hit's similarity
+# The search for a looser cut sorts the window (up to 5,000 audits: a few ms on the event
+# loop); it runs on one verdict in this many, so a busy audit stream pays it once in a while.
+_TRY_EVERY = 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +76,7 @@ class ThresholdPolicy:
         self.limit = 1.0 - config.target_precision
         self._seen: deque[_Sample] = deque(maxlen=config.window)
         self._since_move = 0
+        self._since_try = 0  # verdicts since the last search for a looser cut
         self._moved_at = clock.now()
 
     def stats(self, cut: float | None = None) -> tuple[int, float]:
@@ -87,6 +91,7 @@ class ThresholdPolicy:
     ) -> ThresholdMove | None:
         """One verdict: a served hit's (``near`` False) or a near miss's (``near`` True)."""
         self._seen.append((similarity, false_hit, weight, near))
+        self._since_try += 1
         if similarity >= self.threshold:
             self._since_move += 1
         audits, bound = self.stats()
@@ -95,7 +100,10 @@ class ThresholdPolicy:
         config = self._config
         if self._clock.now() - self._moved_at < config.hold_s or bound > self.limit:
             return None
-        if self._explores:
+        if self._explores:  # a sorted pass over the window: at most once per _TRY_EVERY verdicts
+            if self._since_try < _TRY_EVERY:
+                return None
+            self._since_try = 0
             return self._looser()
         if self._since_move >= config.min_audits:
             lower = max(self.threshold - config.step, config.min_threshold)
