@@ -249,3 +249,13 @@ def test_the_feedback_judge_cannot_audit_near_misses() -> None:
     with pytest.raises(ConfigError) as refused:
         parse_config(minimal(learning={"audit": audit}), "gw.yaml")
     assert "learning.audit.near_miss.rate: 0 with the feedback judge" in str(refused.value)
+
+
+async def test_near_misses_are_sampled_once_at_their_rate() -> None:
+    auditor, sink = build(config(near_miss={"rate": 0.5, "margin": 0.05}, max_in_flight=4000),
+                          Lanes({}), Wall(),
+                          cached_entry=stored, cache_threshold=lambda: 0.95)  # fmt: skip
+    for n in range(2000):
+        auditor.submit(REQUEST, near(n, 1, 0.93), ANSWER)
+    await auditor.drain()
+    assert 900 <= len(sink.rows) <= 1100  # 0.5, not 0.25

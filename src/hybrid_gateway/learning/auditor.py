@@ -113,10 +113,12 @@ class Auditor:
         config = self._p.config
         if kind is None or record.tenant in config.exclude_tenants:
             return
-        if kind == NEAR_MISS and not self._sampled(NEAR_MISS):
-            kind = ROUTER if self._light(record) else None  # a near miss is a fresh answer too
-        if kind is None or not self._sampled(kind):
-            return
+        if not self._sampled(kind):
+            if kind != NEAR_MISS or not self._light(record):
+                return
+            kind = ROUTER  # a near miss not sampled is a fresh light answer too
+            if not self._sampled(kind):
+                return
         audit = self._plan(kind, request, record, body)
         if audit is not None:
             task = asyncio.create_task(self._run(audit, request, record))
