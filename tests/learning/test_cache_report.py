@@ -83,3 +83,28 @@ async def test_audited_hits_become_a_pair_file(
     SqliteRequestLog(empty).close()
     assert main(["cache", "pairs", "--from-log", "--log", str(empty), "--out", str(out)]) == 2
     assert "prompts" in capsys.readouterr().err
+
+
+async def test_near_misses_by_similarity_band(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Under the threshold: per 0.01 band, how often the refused entry was judged worse; near
+    misses are not served hits, so no scope's false-hit bound counts them."""
+    path = tmp_path / "requests.sqlite3"
+    SqliteRequestLog(path).close()
+    store = SqliteVerdictStore(path)
+    judged = [(0.985, "equivalent"), (0.981, "a_worse"), (0.98, "equivalent"),
+              (0.975, "a_worse"), (0.979, None)]  # fmt: skip
+    for n, (similarity, verdict) in enumerate(judged):
+        await store.save(replace(cache_row(n, "tenant:acme", verdict, similarity),
+                                 request_id=f"near_{n}", kind="near_miss"))  # fmt: skip
+    await store.aclose()
+    assert main(["cache", "report", "--log", str(path), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["scopes"] == []
+    bands = [(b["similarity_from"], b["audits"], b["false_hits"])
+             for b in report["near_miss_bands"]]  # fmt: skip
+    assert bands == [(0.98, 3, 1), (0.97, 1, 1)]
+    assert main(["cache", "report", "--log", str(path)]) == 0
+    text = capsys.readouterr().out
+    assert "near misses (what a lower threshold would add)" in text and "[0.98, 0.99)" in text
