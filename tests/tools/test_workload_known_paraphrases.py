@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from hybrid_gateway.tools.workload.builder import BuildOptions, build
 from hybrid_gateway.tools.workload.known_paraphrases import KnownParaphrases, normalised
 from hybrid_gateway.tools.workload.sources import ASSUMED, PAIR_LOADERS, Pair, Prompt
@@ -49,3 +51,14 @@ def test_a_build_opens_a_group_only_for_a_question_the_data_links_to_none_asked(
         known.asked(text, group)
     assert len(groups) < len({item.messages[-1]["content"] for item in items})
     assert joined > 0  # fresh draws the data links to an earlier question: one group
+
+
+def test_the_links_change_group_labels_only_never_which_questions_are_asked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    options = BuildOptions(size=2000, seed=7)
+    linked = build(options, DATA)
+    monkeypatch.setattr(KnownParaphrases, "group_of", lambda self, text: None)
+    unlinked = build(options, DATA)
+    assert [i.messages for i in linked] == [i.messages for i in unlinked]
+    assert len({i.labels.group for i in linked}) < len({i.labels.group for i in unlinked})

@@ -251,6 +251,7 @@ class _Composer:
     asked: dict[bool, list[_Asked]] = field(default_factory=lambda: {True: [], False: []})
     open_pairs: dict[bool, list[_Asked]] = field(default_factory=lambda: {True: [], False: []})
     groups: dict[str, str] = field(default_factory=dict)  # question text -> group
+    joined: set[str] = field(default_factory=set)  # fresh texts the data put in an earlier group
     group_count: int = 0
 
     def make(self, slot: Slot) -> tuple[str, Labels, int] | None:
@@ -292,6 +293,7 @@ class _Composer:
         known = self.library.known.group_of(prompt.text)  # the data says: asked before
         if known is not None:
             self.groups[prompt.text] = known
+            self.joined.add(prompt.text)
             self.library.known.asked(prompt.text, known)
         labels = _labels(prompt, known or self._new_group(prompt.text))
         asked = _Asked(
@@ -325,7 +327,10 @@ class _Composer:
             text = (asked.partner or "").strip()
             if not text or text == asked.text:
                 continue
-            if same and self.groups.get(text, asked.labels.group) == asked.labels.group:
+            joined = asked.text in self.joined or text in self.joined
+            if same and self.groups.get(text, asked.labels.group) == asked.labels.group and not (
+                joined and text in self.groups  # asked already, grouped by the data's links
+            ):
                 self.groups[text] = asked.labels.group
                 self.library.known.asked(text, asked.labels.group)
                 return text, asked.labels, asked.max_tokens
