@@ -214,8 +214,14 @@ def near(n: int, entry: int | None, similarity: float | None) -> RequestRecord:
 
 async def test_a_near_miss_is_judged_against_the_entry_without_a_shadow_request() -> None:
     lanes = Lanes({"heavy": "⟦g1|ok⟧ h"})
+    reads: list[int] = []
+
+    async def counted(entry: int) -> tuple[str, bytes] | None:
+        reads.append(entry)
+        return await stored(entry)
+
     auditor, sink = build(config(near_miss={"rate": 1.0, "margin": 0.05}), lanes, Wall(),
-                          cached_entry=stored, cache_threshold=lambda: 0.95,
+                          cached_entry=counted, cache_threshold=lambda: 0.95,
                           prompts="full")  # fmt: skip
     auditor.submit(REQUEST, near(1, 1, 0.93), ANSWER)  # the entry answers the same group
     auditor.submit(REQUEST, near(2, 2, 0.92), ANSWER)  # the entry answers another question
@@ -232,6 +238,7 @@ async def test_a_near_miss_is_judged_against_the_entry_without_a_shadow_request(
     assert rows["near_2"].cached_prompt == "q!" and rows["near_2"].scope == "tenant:acme"
     assert rows["near_1"].lane_a is None and rows["near_1"].lane_b == "light"
     assert all(r.cost_usd == 0.0 for r in sink.rows)
+    assert sorted(reads) == [1, 2, 7, 7]  # read once for judge and row (7: gone, read again)
 
 
 async def test_an_unsampled_near_miss_can_still_be_a_router_audit() -> None:

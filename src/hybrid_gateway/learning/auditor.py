@@ -216,6 +216,7 @@ class Auditor:
         await asyncio.sleep(0)  # the client's answer goes out first
         cost, verdict, error = 0.0, None, None
         judge = self._p.judge
+        entry = None  # a near miss's entry, read once for the judge and the row
         try:
             judgement = Judgement(None)
             if audit.kind == NEAR_MISS:
@@ -246,7 +247,8 @@ class Auditor:
             log.info("audit of %s: judge failed: %r", record.request_id, exc)
         finally:
             self._p.caps.settle(audit.reservation, cost)
-        await self._record(audit, request, record, verdict.value if verdict else None, error, cost)
+        await self._record(audit, request, record, verdict.value if verdict else None, error,
+                           cost, entry)  # fmt: skip
 
     async def _entry(self, record: RequestRecord, entry_id: object) -> tuple[str, bytes] | None:
         """A semantic-cache entry's question and answer body (None: evicted, unreadable)."""
@@ -258,13 +260,16 @@ class Auditor:
             log.info("audit of %s: cache entry unreadable: %r", record.request_id, exc)
             return None
 
-    async def _cached_prompt(self, record: RequestRecord, kind: str) -> str | None:
-        """The entry's question (the served one, or a near miss's), as
-        ``server.request_log.prompts`` keeps a prompt."""
+    async def _cached_prompt(
+        self, record: RequestRecord, kind: str, entry: tuple[str, bytes] | None
+    ) -> str | None:
+        """The entry's question (the served one, or a near miss's: ``entry`` when already
+        read), as ``server.request_log.prompts`` keeps a prompt."""
         if self._p.prompts == "none":
             return None
-        key = NEAR_ENTRY if kind == NEAR_MISS else "cache_entry"
-        entry = await self._entry(record, record.extra.get(key))
+        if entry is None:
+            key = NEAR_ENTRY if kind == NEAR_MISS else "cache_entry"
+            entry = await self._entry(record, record.extra.get(key))
         if entry is None:
             return None
         return stored_prompt(self._p.prompts, [{"role": "user", "content": entry[0]}])
@@ -277,6 +282,7 @@ class Auditor:
         verdict: str | None,
         error: str | None,
         cost: float,
+        entry: tuple[str, bytes] | None = None,
     ) -> None:
         route = record.route
         cached = audit.kind in (CACHE, NEAR_MISS)
@@ -288,7 +294,8 @@ class Auditor:
             similarity=record.similarity if cached else None,
             scope=self._p.scope(record.tenant) if cached else None, cost_usd=cost,
             prompt=stored_prompt(self._p.prompts, request.messages),
-            cached_prompt=await self._cached_prompt(record, audit.kind) if cached else None,
+            cached_prompt=(await self._cached_prompt(record, audit.kind, entry)
+                           if cached else None),
         )  # fmt: skip
         outcome = verdict or error or "pending"
         if self._p.metrics is not None:
