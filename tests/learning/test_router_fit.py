@@ -11,7 +11,12 @@ import pytest
 
 from hybrid_gateway.cli import main
 from hybrid_gateway.learning.labels import Label
-from hybrid_gateway.learning.router_fit import fit_with_prior, outcome_rows, replay
+from hybrid_gateway.learning.router_fit import (
+    fit_with_prior,
+    outcome_rows,
+    replay,
+    train_candidate,
+)
 from hybrid_gateway.routing.build import default_model_path
 from hybrid_gateway.routing.classifier import ClassifierModel, load_model
 from hybrid_gateway.routing.heads import LinearHead
@@ -95,6 +100,9 @@ def test_cli_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert err.count("\n") == 1 and ("no request log" in err or "usable router audits" in err)
     assert main(["router", "train", "--from-log", "--out", out]) == 2
     assert "--config" in capsys.readouterr().err
+    folds = ["router", "train", "--from-log", "--config", str(config), "--out", out, "--folds"]
+    assert main([*folds, "1"]) == 2
+    assert "--folds must be 0 or between 2 and 20, got 1" in capsys.readouterr().err
 
 
 def test_the_fit_converges_on_traffic_where_most_audits_find_both_answers_equivalent(
@@ -120,3 +128,41 @@ def test_the_fit_converges_on_traffic_where_most_audits_find_both_answers_equiva
     assert scores.min() > 0.02 and scores.max() < 0.98  # nothing saturated
     assert len(np.unique(scores.round(6))) > n // 2  # a ranking, not two values
     assert abs(float(scores.mean()) - float(soft_targets(data).mean())) < 0.05  # the base rate
+
+
+def test_a_cross_fitted_candidate_is_the_mean_of_its_folds_and_replays_every_audit(
+    prior: ClassifierModel,
+) -> None:
+    data = synthetic(prior, 300, 4)
+    cross = train_candidate(data, prior, holdout=0.3, l2=1.0, folds=5)
+    split = train_candidate(data, prior, holdout=0.3, l2=1.0)
+    assert (cross.replay.labels, cross.trained, len(cross.held_out.rows)) == (300, 300, 300)
+    assert (split.replay.labels, split.trained) == (90, 210)
+    assert cross.replay.accepted and cross.replay.folds == 5
+    assert "each scored by the fold model that never saw it" in cross.replay.describe()
+    # every audit's replay score came from the model fitted without its fold
+    fold = np.arange(300) % 5
+    for f in range(5):
+        alone = fit_with_prior(data.subset(fold != f), prior, l2=1.0)
+        seen = cross.held_out_scores[fold == f]
+        assert np.allclose(seen, scores_of(alone, data.subset(fold == f)), atol=1e-6)
+    # the shipped model: one linear model whose logit is the mean of the fold models' logits
+    models = [fit_with_prior(data.subset(fold != f), prior, l2=1.0) for f in range(5)]
+    probe = synthetic(prior, 50, 5)
+    logits = [np.log(p / (1 - p)) for p in (scores_of(m, probe) for m in models)]
+    mean = scores_of(cross.model, probe)
+    assert np.allclose(np.log(mean / (1 - mean)), np.mean(logits, axis=0), atol=1e-3)
+    assert cross.model.info["cross_fitted"] == {"folds": 5}
+
+
+def test_cross_fitting_refuses_a_deliberately_bad_fit(prior: ClassifierModel) -> None:
+    def negated(data: TrainingSet, live: ClassifierModel, l2: float) -> ClassifierModel:
+        fitted = fit_with_prior(data, live, l2=l2)
+        assert isinstance(fitted.head, LinearHead)
+        head = fitted.head
+        return replace(fitted, head=LinearHead(-head.embed_weights, -head.feature_weights,
+                                               -head.bias))  # fmt: skip
+
+    bad = train_candidate(synthetic(prior, 300, 6), prior, holdout=0.3, l2=1.0, fit=negated,
+                          folds=5)  # fmt: skip
+    assert not bad.replay.accepted and bad.replay.candidate_area < bad.replay.live_area

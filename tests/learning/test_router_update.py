@@ -231,3 +231,33 @@ def test_versions_cli_on_a_log_without_versions(
     assert "no router model versions" in capsys.readouterr().out
     assert main(["router", "rollback", "--config", str(config)]) == 2
     assert "no router model versions" in capsys.readouterr().err
+
+
+async def test_cross_fitted_updates_accept_the_better_and_refuse_the_worse(
+    tmp_path: Path, shipped: ClassifierModel, embedder: object,
+    caplog: pytest.LogCaptureFixture,
+) -> None:  # fmt: skip
+    """``folds: 5``: every audit replayed by the fold model that never saw it, the candidate the
+    folds' mean; the same gate (quality, cost, ranking) decides."""
+    crossed = SETTINGS.model_copy(update={"folds": 5})
+    good, bad = tmp_path / "good", tmp_path / "bad"
+    good.mkdir()
+    bad.mkdir()
+    await write_router_audits(good / "requests.sqlite3", NOW - 3600, 60, light_fine=True)
+    await write_router_audits(bad / "requests.sqlite3", NOW - 3600, 60)
+    live = LiveModel()
+    better = RouterUpdater(parts(good / "requests.sqlite3", live, shipped, embedder,
+                                 ManualClock(), settings=crossed))  # fmt: skip
+    with caplog.at_level(logging.WARNING, "hybrid_gateway.learning"):
+        assert await better.train_once() == "accepted"
+    assert "on 60 audited questions, each scored by the fold model that never saw it" in (
+        caplog.text)
+    stored = SqliteModelStore(good / "requests.sqlite3").versions()[-1].metrics
+    assert stored["replayed_on"] == 60
+    worse = RouterUpdater(parts(bad / "requests.sqlite3", LiveModel(), shipped, embedder,
+                                ManualClock(), settings=crossed, fit=everything_light))  # fmt: skip
+    assert await worse.train_once() == "refused"
+    with pytest.raises(ValueError, match="folds"):
+        RouterUpdateConfig(enabled=True, folds=1)
+    await better.aclose()
+    await worse.aclose()

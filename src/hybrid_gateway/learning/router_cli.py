@@ -48,6 +48,13 @@ def add_from_log_arguments(parser: argparse.ArgumentParser) -> None:
         help="the latest share of the audits, kept for the replay (0.3)",
     )
     group.add_argument(
+        "--folds",
+        type=int,
+        default=0,
+        help="2 or more: cross-fitted (one model per fold, every audit replayed; the candidate "
+        "is their mean) instead of the --holdout split (0)",
+    )
+    group.add_argument(
         "--prior-l2",
         type=float,
         default=30.0,
@@ -72,6 +79,8 @@ def _train(args: argparse.Namespace) -> int:
         raise FromLogError("--config (whose audits to read) and --out are required")
     if not 0 < args.holdout < 1:
         raise FromLogError(f"--holdout must be between 0 and 1, got {args.holdout}")
+    if args.folds == 1 or not 0 <= args.folds <= 20:
+        raise FromLogError(f"--folds must be 0 or between 2 and 20, got {args.folds}")
     config = load_config(args.config)
     if config.server.request_log.prompts not in ("full", "redacted"):
         raise FromLogError(
@@ -87,7 +96,8 @@ def _train(args: argparse.Namespace) -> int:
     )
     prior = load_model(prior_file, None)
     data = embed_rows(rows, bundled_embedder(), getattr(args, "embed_cache", None))
-    trained = train_candidate(data, prior, holdout=args.holdout, l2=args.prior_l2)
+    trained = train_candidate(data, prior, holdout=args.holdout, l2=args.prior_l2,
+                              folds=args.folds)  # fmt: skip
     result, candidate = trained.replay, trained.model
     print(result.describe())
     if args.candidate_out is not None:
@@ -95,7 +105,9 @@ def _train(args: argparse.Namespace) -> int:
     if not result.accepted:
         return 1
     candidate.save(args.out)
-    print(f"wrote {args.out}: trained on {trained.trained} audited questions, prior {prior_file}")
+    how = f", the mean of {args.folds} cross-fitted models" if args.folds >= 2 else ""
+    print(f"wrote {args.out}: trained on {trained.trained} audited questions{how}, prior "
+          f"{prior_file}")  # fmt: skip
     return 0
 
 

@@ -20,10 +20,21 @@ quality-vs-heavy-share curve is the mean quality over every heavy budget; the ca
 accepted only when its area is at least the live model's (then, for any share of heavy calls
 it spends, on average it answers at least as well).  Audits see only questions the live router
 sent light, so the replay compares rankings there, not the live model's own operating point.
+
+Cross-fitting (``folds`` >= 2, instead of a held-out later part).  The audits are dealt into
+``folds`` interleaved folds; one model is fitted on all but each fold, and scores that fold:
+every audit gets a score from a model that never saw it, and the replay runs on all of them.
+The candidate is the mean of the fold models (their logits are linear in one standardisation,
+so the mean of the weights is the mean of the logits).  Each label then trains all but one of
+the models and is replayed once: with a few hundred labels the fit sees ``1 - 1/folds`` of
+them instead of ``1 - holdout``, and the replay all of them instead of ``holdout``.  What the
+replay scores is the fold models, not their mean; the mean of models that each passed on
+unseen labels is what ships (cross-fitting, as ``cache eval --reranker P1 P2`` does).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -128,21 +139,32 @@ class ReplayResult:
     live_area: float  # mean quality over every heavy share (0..1)
     candidate_area: float
     accepted: bool
+    folds: int = 0  # cross-fitted: the candidate's scores came from this many fold models
+
+    @property
+    def unseen(self) -> str:
+        """What the replayed questions were, for the candidate."""
+        if self.folds:
+            return (f"{self.labels} audited questions, each scored by the fold model that "
+                    "never saw it")  # fmt: skip
+        return f"{self.labels} audited questions it was not trained on"
 
     def describe(self) -> str:
         verdict = "accepted" if self.accepted else "refused"
-        return (f"{verdict}: on {self.labels} audited questions it was not trained on, mean "
-                f"quality over every heavy share {self.candidate_area:.4f} (live model "
-                f"{self.live_area:.4f})")  # fmt: skip
+        return (f"{verdict}: on {self.unseen}, mean quality over every heavy share "
+                f"{self.candidate_area:.4f} (live model {self.live_area:.4f})")  # fmt: skip
 
 
 def replay(
-    live: ClassifierModel, candidate: ClassifierModel, held_out: TrainingSet
+    live: ClassifierModel, candidate: ClassifierModel | F64, held_out: TrainingSet
 ) -> ReplayResult:
+    """The candidate (a model, or its scores on ``held_out`` from models that never saw them)
+    against the live model on ``held_out``."""
     light_ok = held_out.weak >= held_out.strong  # a_worse is the only verdict light fails
     heavy_ok = held_out.strong >= held_out.weak
     live_area = _area(scores_of(live, held_out), light_ok, heavy_ok)
-    candidate_area = _area(scores_of(candidate, held_out), light_ok, heavy_ok)
+    scores = scores_of(candidate, held_out) if isinstance(candidate, ClassifierModel) else candidate
+    candidate_area = _area(scores, light_ok, heavy_ok)
     accepted = len(held_out.rows) > 0 and candidate_area >= live_area
     return ReplayResult(len(held_out.rows), live_area, candidate_area, accepted)
 
@@ -162,8 +184,9 @@ def _area(scores: F64, light_ok: npt.NDArray[np.bool_], heavy_ok: npt.NDArray[np
 class Candidate:
     model: ClassifierModel  # with its replay's figures in ``info["replay"]``
     replay: ReplayResult
-    trained: int  # the oldest rows it was fitted on
-    held_out: TrainingSet  # the latest rows, which it never saw
+    trained: int  # the rows it was fitted on (cross-fitted: every row, by all but one model)
+    held_out: TrainingSet  # the rows replayed: the latest (cross-fitted: all of them)
+    held_out_scores: F64  # the candidate's scores there, each from a model that never saw it
 
 
 Fit = Callable[[TrainingSet, ClassifierModel, float], ClassifierModel]
@@ -174,19 +197,76 @@ def _fit(data: TrainingSet, prior: ClassifierModel, l2: float) -> ClassifierMode
 
 
 def train_candidate(
-    data: TrainingSet, prior: ClassifierModel, *, holdout: float, l2: float, fit: Fit = _fit
+    data: TrainingSet,
+    prior: ClassifierModel,
+    *,
+    holdout: float,
+    l2: float,
+    fit: Fit | None = None,
+    folds: int = 0,
 ) -> Candidate:
     """The oldest ``1 - holdout`` of ``data`` (oldest first) fit a candidate pulled towards
-    ``prior``; the rest replays both (``router train --from-log`` and the automatic update)."""
+    ``prior``; the rest replays both (``router train --from-log`` and the automatic update).
+    ``folds`` >= 2: cross-fitted instead (module docstring), ``holdout`` unused.  ``fit``:
+    ``fit_with_prior`` unless given (a test passes a deliberately bad one)."""
+    fit = fit or _fit
+    if folds >= 2:
+        return _cross_fitted(data, prior, l2, fit, folds)
     n = len(data.rows)
     first = np.zeros(n, dtype=bool)
     first[: int(n * (1 - holdout))] = True
     held_out = data.subset(~first)
     candidate = fit(data.subset(first), prior, l2)
-    result = replay(prior, candidate, held_out)
+    scores = np.asarray(scores_of(candidate, held_out), dtype=np.float64)
+    return _candidate(candidate, replay(prior, scores, held_out), int(first.sum()), held_out,
+                      scores)  # fmt: skip
+
+
+def _cross_fitted(
+    data: TrainingSet, prior: ClassifierModel, l2: float, fit: Fit, folds: int
+) -> Candidate:
+    n = len(data.rows)
+    if n < folds:
+        raise RouterModelError(f"{n} audits cannot make {folds} folds")
+    fold = np.arange(n) % folds  # interleaved: each fold spans the whole time range
+    scores = np.zeros(n, dtype=np.float64)
+    models = []
+    for f in range(folds):
+        model = fit(data.subset(fold != f), prior, l2)
+        scores[fold == f] = scores_of(model, data.subset(fold == f))
+        models.append(model)
+    mean = _mean_model(models, dict(models[0].info, cross_fitted={"folds": folds}))
+    result = dataclasses.replace(replay(prior, scores, data), folds=folds)
+    return _candidate(mean, result, n, data, scores)
+
+
+def _mean_model(models: Sequence[ClassifierModel], info: dict[str, object]) -> ClassifierModel:
+    """One linear model whose logit is the mean of ``models``' logits."""
+    heads = [m.head for m in models]
+    first = models[0]
+    same_scale = all(
+        np.array_equal(m.feature_mean, first.feature_mean)
+        and np.array_equal(m.feature_std, first.feature_std)
+        for m in models
+    )
+    if not same_scale or not all(isinstance(h, LinearHead) for h in heads):
+        raise RouterModelError("cross-fitting averages linear models of one standardisation")
+    linear = [h for h in heads if isinstance(h, LinearHead)]
+    head = LinearHead(
+        np.mean([h.embed_weights for h in linear], axis=0).astype(np.float32),
+        np.mean([h.feature_weights for h in linear], axis=0).astype(np.float32),
+        float(np.mean([h.bias for h in linear])),
+    )
+    return ClassifierModel(first.namespace, head, first.feature_mean, first.feature_std, info)
+
+
+def _candidate(
+    candidate: ClassifierModel, result: ReplayResult, trained: int, held_out: TrainingSet,
+    scores: F64,
+) -> Candidate:  # fmt: skip
     figures = {"labels": result.labels, "live": result.live_area,
-               "candidate": result.candidate_area}  # fmt: skip
+               "candidate": result.candidate_area, "folds": result.folds}  # fmt: skip
     info = dict(candidate.info, replay=figures)
     model = ClassifierModel(candidate.namespace, candidate.head, candidate.feature_mean,
                             candidate.feature_std, info)  # fmt: skip
-    return Candidate(model, result, int(first.sum()), held_out)
+    return Candidate(model, result, trained, held_out, scores)

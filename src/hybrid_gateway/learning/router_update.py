@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import numpy.typing as npt
 
 from hybrid_gateway.embedding.base import Matrix
 from hybrid_gateway.learning.labels import Label
@@ -87,9 +88,11 @@ class OperatingPoint:
 
 
 def operating_point(
-    model: ClassifierModel, data: TrainingSet, threshold: float, light_cost: float
+    scores: npt.NDArray[np.float64], data: TrainingSet, threshold: float, light_cost: float
 ) -> OperatingPoint:
-    heavy = scores_of(model, data) >= threshold
+    """At ``threshold``, with ``scores`` (a model's on ``data``, each from a model that never
+    saw it): the share of ``data`` answered well, and the cost relative to heavy-only."""
+    heavy = scores >= threshold
     light_ok = data.weak >= data.strong  # a_worse is the only verdict the light lane fails
     heavy_ok = data.strong >= data.weak
     quality = float(np.where(heavy, heavy_ok, light_ok).mean())
@@ -188,15 +191,15 @@ class RouterUpdater:
         vectors = await _embed(self._p.embed, [r.prompt for r in rows])
         data = TrainingSet.build(rows, vectors)
         live, version = self._model(), self.version
-        extra = {} if self._p.fit is None else {"fit": self._p.fit}
+        fit = self._p.fit
         candidate = await asyncio.to_thread(
             lambda: train_candidate(data, live, holdout=settings.holdout_share,
-                                    l2=settings.prior_l2, **extra)
+                                    l2=settings.prior_l2, fit=fit, folds=settings.folds)
         )  # fmt: skip
-        old = operating_point(live, candidate.held_out, self._p.threshold, self._p.light_cost)
-        new = operating_point(candidate.model, candidate.held_out, self._p.threshold,
-                              self._p.light_cost)  # fmt: skip
-        figures = (f"on {candidate.replay.labels} audits it was not trained on: quality "
+        held_out, threshold, light_cost = candidate.held_out, self._p.threshold, self._p.light_cost
+        old = operating_point(scores_of(live, held_out), held_out, threshold, light_cost)
+        new = operating_point(candidate.held_out_scores, held_out, threshold, light_cost)
+        figures = (f"on {candidate.replay.unseen}: quality "
                    f"{new.quality:.4f} (live v{version} {old.quality:.4f}), cost {new.cost:.4f} "
                    f"of heavy-only (live {old.cost:.4f}), ranking area "
                    f"{candidate.replay.candidate_area:.4f} (live "

@@ -119,12 +119,21 @@ class RouterUpdateConfig(Strict):
     interval_s: Annotated[float, Field(gt=0)] = 3600.0
     # The latest share of the audits kept out of the fit, for the replay.
     holdout_share: Annotated[float, Field(gt=0, lt=1)] = 0.3
+    # 0: that.  2 or more: cross-fitted instead: one model per fold on the other folds, every
+    # audit replayed with the scores of the model that never saw it; the candidate is their mean.
+    folds: Annotated[int, Field(ge=0, le=20)] = 0
     # Seconds between two looks at the records store's live version (a rollback, a replica).
     poll_s: Annotated[float, Field(gt=0)] = 60.0
     # The pull of the candidate's weights towards the live model's.
     prior_l2: Annotated[float, Field(gt=0)] = 30.0
     # Audits older than this are not read (seconds).
     window_s: Annotated[float, Field(gt=0)] = 30 * 86400.0
+
+    @model_validator(mode="after")
+    def _folds(self) -> RouterUpdateConfig:
+        if self.folds == 1:
+            raise FieldError("folds", "0 (the latest holdout_share replays) or at least 2")
+        return self
 
 
 class LearningConfig(Strict):

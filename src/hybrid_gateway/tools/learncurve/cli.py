@@ -81,6 +81,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     router.add_argument("--holdout", type=float, default=0.3, help="router train's replay share")
     router.add_argument("--prior-l2", type=float, default=30.0, help="router train --prior-l2")
+    router.add_argument("--folds", type=int, default=0,
+                        help="router train --folds (2 or more: cross-fitted; 0: --holdout)")
     default = parser.add_argument_group("default-workload goal (--part default or all)")
     default.add_argument("--default-workload", type=Path, help="a default workload (else built)")
     default.add_argument("--default-size", type=int, default=24000,
@@ -178,6 +180,7 @@ def _router(args: argparse.Namespace, folder: Path, embed_cache: Path) -> dict[s
         concurrency=args.concurrency,
         holdout=args.holdout,
         prior_l2=args.prior_l2,
+        folds=args.folds,
         embed_cache=embed_cache,
     )
     return run_router_curve(settings)

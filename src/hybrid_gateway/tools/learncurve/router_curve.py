@@ -47,6 +47,7 @@ class RouterSettings:
     concurrency: int = 8
     chunk: int = 200
     holdout: float = 0.3  # router train --from-log --holdout (its replay gate)
+    folds: int = 0  # router train --from-log --folds (2 or more: cross-fitted instead)
     prior_l2: float = 30.0
     embed_cache: Path | None = None
     floor: float = 0.99
@@ -123,7 +124,8 @@ def _train(s: RouterSettings, index: int) -> JsonDict:
     candidate = s.folder / f"candidate-{index}.npz"
     argv = ["router", "train", "--from-log", "--config", str(s.folder / "gateway.yaml"),
             "--out", str(s.folder / f"accepted-{index}.npz"), "--candidate-out", str(candidate),
-            "--holdout", str(s.holdout), "--prior-l2", str(s.prior_l2)]  # fmt: skip
+            "--holdout", str(s.holdout), "--prior-l2", str(s.prior_l2),
+            "--folds", str(s.folds)]  # fmt: skip
     if s.embed_cache is not None:
         argv += ["--embed-cache", str(s.embed_cache)]
     printed = io.StringIO()
@@ -161,4 +163,5 @@ def score_models(
 def _settings_json(s: RouterSettings) -> JsonDict:
     return {"workload": str(s.workload), "unseen": s.unseen, "checkpoints": list(s.checkpoints),
             "rate": s.rate, "concurrency": s.concurrency, "chunk": s.chunk,
-            "holdout": s.holdout, "prior_l2": s.prior_l2, "quality_floor": s.floor}  # fmt: skip
+            "holdout": s.holdout, "folds": s.folds, "prior_l2": s.prior_l2,
+            "quality_floor": s.floor}  # fmt: skip
