@@ -4,7 +4,7 @@ and of a second design, the shipped score plus a neighbour residual from the aud
 
     python benchmarks/experiments/router_learn_repeats.py RUN_FOLDER [RUN_FOLDER ...] \
         [--unseen 400] [--k 10] [--beta 1.0] [--hard-workload W] [--embed-cache E]
-        [--refit L2:HOLDOUT ...]
+        [--refit L2:HOLDOUT[:FOLDS] ...]
 
 A run folder is ``<out>/<name>`` of a `bench learn --part router` run (its ``hard.jsonl``,
 ``router/requests.sqlite3`` with the audits, ``embeddings.sqlite3``); its ``<name>.json`` beside
@@ -87,9 +87,12 @@ def one_run(
     return out
 
 
-def refit_gain(folder: Path, args: argparse.Namespace, l2: str, holdout: str) -> float:
+def refit_gain(
+    folder: Path, args: argparse.Namespace, l2: str, holdout: str, folds: str = "0"
+) -> float:
     """``router train --from-log`` on every audit of the run (the oldest ``1 - holdout``
-    fitted, prior l2 ``l2``): its candidate's APGR gain on the unseen part."""
+    fitted, or ``folds`` cross-fitted; prior l2 ``l2``): its candidate's APGR gain on the
+    unseen part."""
     from hybrid_gateway.cli import main as cli
 
     cache = args.embed_cache or folder / "embeddings.sqlite3"
@@ -97,7 +100,8 @@ def refit_gain(folder: Path, args: argparse.Namespace, l2: str, holdout: str) ->
         candidate = Path(tmp) / "candidate.npz"
         argv = ["router", "train", "--from-log", "--config", str(folder / "router/gateway.yaml"),
                 "--out", str(Path(tmp) / "accepted.npz"), "--candidate-out", str(candidate),
-                "--holdout", holdout, "--prior-l2", l2, "--embed-cache", str(cache)]  # fmt: skip
+                "--holdout", holdout, "--prior-l2", l2, "--embed-cache", str(cache),
+                "--folds", folds]  # fmt: skip
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
             cli(argv)
         embedder = bundled_embedder()
@@ -122,14 +126,15 @@ def main() -> int:
     parser.add_argument("--beta", type=float, default=1.0)
     parser.add_argument("--hard-workload", type=Path, help="the runs' --hard-workload, if given")
     parser.add_argument("--embed-cache", type=Path, help="the runs' --embed-cache, if given")
-    parser.add_argument("--refit", nargs="*", default=[], metavar="L2:HOLDOUT",
-                        help="also refit each run on all its audits with these prior l2 and "
-                        "holdout shares (e.g. 30:0.3 100:0.3 30:0.05)")  # fmt: skip
+    parser.add_argument("--refit", nargs="*", default=[], metavar="L2:HOLDOUT[:FOLDS]",
+                        help="instead, refit each run on all its audits with these prior l2, "
+                        "holdout shares and folds (e.g. 30:0.3 30:0.05 30:0.3:5)")  # fmt: skip
     args = parser.parse_args()
     for spec in args.refit:
-        l2, holdout = spec.split(":")
-        gains = [refit_gain(folder, args, l2, holdout) for folder in args.runs]
-        print(f"refit on all audits, prior l2 {l2}, holdout {holdout}: "
+        l2, holdout, *folds = spec.split(":")
+        gains = [refit_gain(folder, args, l2, holdout, *folds) for folder in args.runs]
+        how = f"{folds[0]} folds" if folds and int(folds[0]) >= 2 else f"holdout {holdout}"
+        print(f"refit on all audits, prior l2 {l2}, {how}: "
               + " ".join(f"{g:+.4f}" for g in gains)
               + f"; mean {statistics.mean(gains):+.4f}, sd {statistics.stdev(gains):.4f}")
     if args.refit:
