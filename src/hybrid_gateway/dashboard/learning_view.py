@@ -17,7 +17,7 @@ __all__ = ["AuditCount", "LearningView", "ScopeBound", "learning_view"]
 
 @dataclass(frozen=True, slots=True)
 class AuditCount:
-    kind: str  # router | cache
+    kind: str  # router | cache | near_miss
     outcome: str  # a verdict, or why there is none
     audits: int
 
