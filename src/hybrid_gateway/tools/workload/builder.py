@@ -12,19 +12,16 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .arrivals import Arrival, ArrivalSpec, make_arrivals
-from .known_paraphrases import KnownParaphrases
+from .library import Candidate, Library
 from .schema import COMPLEX, SIMPLE, Labels, WorkloadItem
 from .sources import (
     ASSUMED,
-    PAIR_LOADERS,
-    PROMPT_LOADERS,
-    Pair,
     Prompt,
     load_azure_conv,
 )
@@ -142,92 +139,6 @@ def plan_slots(options: BuildOptions, rng: random.Random) -> list[Slot]:
     return slots
 
 
-@dataclass(frozen=True, slots=True)
-class _Candidate:
-    prompt: Prompt
-    partner: str | None = None
-    same: bool = False
-
-
-class _Deck:
-    """Draw without replacement, in seeded random order."""
-
-    def __init__(self, cards: Sequence[_Candidate]) -> None:
-        self._cards = list(cards)
-
-    def draw(self, rng: random.Random) -> _Candidate | None:
-        if not self._cards:
-            return None
-        index = rng.randrange(len(self._cards))
-        self._cards[index], self._cards[-1] = self._cards[-1], self._cards[index]
-        return self._cards.pop()
-
-
-class _Library:
-    """The source questions, loaded on first use and split into decks."""
-
-    def __init__(self, data: Path, stratify: bool) -> None:
-        self._data = data
-        self._stratify = stratify
-        self._decks: dict[tuple[str, str], _Deck] = {}
-        self.known = KnownParaphrases()  # the label-1 links of the pair sources loaded
-        # Where the mix starts to drift: the item (1-based) at which a source ("cmath"), or
-        # the part of one that a draw preferred ("mmlu/light_fails"), was first found empty.
-        self.exhausted: dict[str, int] = {}
-        self.at = 0  # the item being filled
-
-    def draw(
-        self, weights: Mapping[str, float], rng: random.Random, p_same: float
-    ) -> _Candidate | None:
-        names = list(weights)
-        while names:
-            name = rng.choices(names, [weights[n] for n in names])[0]
-            preferred = self._preferred_part(name, rng, p_same)
-            for part in (preferred, _OTHER_PART[preferred]):
-                card = self._deck(name, part).draw(rng)
-                if card is not None:
-                    return card
-                if part != "all":
-                    self.exhausted.setdefault(f"{name}/{part}", self.at)
-            self.exhausted.setdefault(name, self.at)
-            names.remove(name)
-        return None
-
-    def _preferred_part(self, name: str, rng: random.Random, p_same: float) -> str:
-        if name in PAIR_LOADERS:
-            return "same" if rng.random() < p_same else "different"
-        if self._stratify and name in MEASURED_SOURCES:
-            return "light_fails" if rng.random() < LIGHT_FAILS_SHARE else "light_ok"
-        return "all"
-
-    def _deck(self, name: str, part: str) -> _Deck:
-        if (name, part) not in self._decks:
-            self._load(name)
-        return self._decks[(name, part)]
-
-    def _load(self, name: str) -> None:
-        if name in PAIR_LOADERS:
-            pairs: list[Pair] = PAIR_LOADERS[name](self._data)
-            self.known.add(pairs)
-            cards = [_Candidate(p.prompt, p.partner, p.same) for p in pairs]
-            self._decks[(name, "same")] = _Deck([c for c in cards if c.same])
-            self._decks[(name, "different")] = _Deck([c for c in cards if not c.same])
-            return
-        cards = [_Candidate(prompt) for prompt in PROMPT_LOADERS[name](self._data)]
-        self._decks[(name, "all")] = _Deck(cards)
-        self._decks[(name, "light_fails")] = _Deck([c for c in cards if not c.prompt.light_ok])
-        self._decks[(name, "light_ok")] = _Deck([c for c in cards if c.prompt.light_ok])
-
-
-_OTHER_PART = {
-    "same": "different",
-    "different": "same",
-    "light_fails": "light_ok",
-    "light_ok": "light_fails",
-    "all": "all",
-}
-
-
 @dataclass(slots=True)
 class _Asked:
     """A question already in the workload, and its unused labelled partner if any."""
@@ -245,7 +156,7 @@ class _Composer:
     """Fills slots in order; holds what has been asked so far (one build's state, never global)."""
 
     options: BuildOptions
-    library: _Library
+    library: Library
     rng: random.Random
     remaining: Counter[str]
     asked: dict[bool, list[_Asked]] = field(default_factory=lambda: {True: [], False: []})
@@ -288,7 +199,7 @@ class _Composer:
                     return self._remember(card, complex_pool)
         return None
 
-    def _remember(self, card: _Candidate, complex_pool: bool) -> tuple[str, Labels, int]:
+    def _remember(self, card: Candidate, complex_pool: bool) -> tuple[str, Labels, int]:
         prompt = card.prompt
         known = self.library.known.group_of(prompt.text)  # the data says: asked before
         if known is not None:
@@ -384,7 +295,8 @@ def build_noting_drift(
     options.validate()
     seed = options.seed
     slots = plan_slots(options, random.Random(f"{seed}:plan"))
-    library = _Library(data, stratify=options.kind == DEFAULT_KIND)
+    stratified = MEASURED_SOURCES if options.kind == DEFAULT_KIND else frozenset()
+    library = Library(data, stratified, LIGHT_FAILS_SHARE)
     composer = _Composer(options, library, random.Random(f"{seed}:pick"), Counter())
     composer.remaining.update(slot.kind for slot in slots)
     questions = [_fill(slots, index, composer) for index in range(len(slots))]
