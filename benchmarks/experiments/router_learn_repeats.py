@@ -37,10 +37,10 @@ from hybrid_gateway.routing.build import default_model_path
 from hybrid_gateway.routing.classifier import load_model
 from hybrid_gateway.routing.dataset import bundled_embedder, embed_rows
 from hybrid_gateway.routing.evaluation import router_quality
-from hybrid_gateway.routing.outcomes import OutcomeRow
-from hybrid_gateway.routing.training import scores_of
+from hybrid_gateway.routing.training import TrainingSet, scores_of
+from hybrid_gateway.tools.learncurve.router_curve import outcome_rows_of
 from hybrid_gateway.tools.learncurve.scoring import split_unseen
-from hybrid_gateway.tools.workload.schema import last_user_text, read_workload
+from hybrid_gateway.tools.workload.schema import read_workload
 
 
 def _logit(p: np.ndarray) -> np.ndarray:
@@ -52,17 +52,19 @@ def _unit(v: np.ndarray) -> np.ndarray:
     return v / np.linalg.norm(v, axis=1, keepdims=True)
 
 
+def _unseen(folder: Path, args: argparse.Namespace) -> tuple[TrainingSet, Path]:
+    """The run's unseen part with its vectors, and the embeddings cache it came from."""
+    cache = args.embed_cache or folder / "embeddings.sqlite3"
+    _, unseen = split_unseen(read_workload(args.hard_workload or folder / "hard.jsonl"),
+                             args.unseen)  # fmt: skip
+    return embed_rows(outcome_rows_of(unseen), bundled_embedder(), cache), cache
+
+
 def one_run(
     folder: Path, args: argparse.Namespace, k: int, beta: float
 ) -> list[dict[str, float]]:
-    cache = args.embed_cache or folder / "embeddings.sqlite3"
-    workload = args.hard_workload or folder / "hard.jsonl"
-    _, unseen = split_unseen(read_workload(workload), args.unseen)
-    rows = [OutcomeRow(last_user_text(i.messages), float(i.labels.light_ok),
-                       float(i.labels.heavy_ok), i.labels.category, i.labels.source)
-            for i in unseen]  # fmt: skip
+    test, cache = _unseen(folder, args)
     embedder = bundled_embedder()
-    test = embed_rows(rows, embedder, cache)
     with sqlite_source(folder / "router" / "requests.sqlite3") as source:
         audits = outcome_rows(read_labels(source, 0.0, 1e12))
     train = embed_rows(audits, embedder, cache)
@@ -95,7 +97,8 @@ def refit_gain(
     unseen part."""
     from hybrid_gateway.cli import main as cli
 
-    cache = args.embed_cache or folder / "embeddings.sqlite3"
+    test, cache = _unseen(folder, args)
+    namespace = namespace_of(bundled_embedder())
     with tempfile.TemporaryDirectory() as tmp:
         candidate = Path(tmp) / "candidate.npz"
         argv = ["router", "train", "--from-log", "--config", str(folder / "router/gateway.yaml"),
@@ -104,14 +107,6 @@ def refit_gain(
                 "--folds", folds]  # fmt: skip
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
             cli(argv)
-        embedder = bundled_embedder()
-        _, unseen = split_unseen(read_workload(args.hard_workload or folder / "hard.jsonl"),
-                                 args.unseen)  # fmt: skip
-        rows = [OutcomeRow(last_user_text(i.messages), float(i.labels.light_ok),
-                           float(i.labels.heavy_ok), i.labels.category, i.labels.source)
-                for i in unseen]  # fmt: skip
-        test = embed_rows(rows, embedder, cache)
-        namespace = namespace_of(embedder)
         apgr = [router_quality(np.asarray(scores_of(load_model(path, namespace), test),
                                           dtype=np.float64), test.weak, test.strong).apgr
                 for path in (candidate, default_model_path())]  # fmt: skip

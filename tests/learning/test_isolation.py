@@ -79,6 +79,7 @@ async def gateway(
     judge_text: str = "A_WORSE",
     audit: dict[str, Any] | None = None,
     server: dict[str, Any] | None = None,
+    sections: dict[str, Any] | None = None,
 ) -> AsyncIterator[Setup]:
     ups = {"light": Upstream(LIGHT_TEXT), "heavy": Upstream(HEAVY_TEXT, heavy),
            "judge": Upstream(judge_text, judge)}  # fmt: skip
@@ -89,6 +90,7 @@ async def gateway(
         config = gateway_config(urls, log_path, audit)
         if server:
             config["server"]["request_log"].update(server)
+        config.update(sections or {})
         client = TestClient(TestServer(create_app(parse_config(config))))
         await stack.enter_async_context(client)
         yield Setup(client, ups["light"], ups["heavy"], ups["judge"], log_path)
@@ -244,19 +246,13 @@ async def test_a_near_miss_is_judged_against_the_entry_and_moves_nothing_for_the
     answer with the fresh one; no shadow request, the client's answer untouched."""
     audit = {"enabled": True, "near_miss": {"rate": 1.0, "margin": 1.0},
              "judge": {"kind": "llm", "lane": "judge"}}  # fmt: skip
-    ups = {"light": Upstream(LIGHT_TEXT), "heavy": Upstream(HEAVY_TEXT),
-           "judge": Upstream("A_WORSE")}  # fmt: skip
-    log_path = tmp_path / "requests.sqlite3"
-    async with AsyncExitStack() as stack:
-        urls = {name: await stack.enter_async_context(serving(up)) for name, up in ups.items()}
-        config = gateway_config(urls, log_path, audit)
-        config["server"]["request_log"]["prompts"] = "full"
-        config["embedding"] = {"backend": "static"}
-        config["cache"]["semantic"] = {"enabled": True, "threshold": 0.99999, "guards": [],
-                                       "path": str(tmp_path / "semantic.sqlite3")}  # fmt: skip
-        client = TestClient(TestServer(create_app(parse_config(config))))
-        await stack.enter_async_context(client)
-        setup = Setup(client, ups["light"], ups["heavy"], ups["judge"], log_path)
+    semantic = {"enabled": True, "threshold": 0.99999, "guards": [],
+                "path": str(tmp_path / "semantic.sqlite3")}  # fmt: skip
+    sections = {"embedding": {"backend": "static"},
+                "cache": {"exact": {"enabled": False}, "semantic": semantic}}  # fmt: skip
+    async with gateway(tmp_path, judge_text="A_WORSE", audit=audit, server={"prompts": "full"},
+                       sections=sections) as setup:  # fmt: skip
+        client = setup.client
         first, second = (
             {"model": "auto", "messages": [{"role": "user", "content": text}]}
             for text in ("How do I reset my password?", "How can I reset my password?")
@@ -274,8 +270,8 @@ async def test_a_near_miss_is_judged_against_the_entry_and_moves_nothing_for_the
                                                                     "light")  # fmt: skip
         assert row.similarity is not None and row.similarity < 0.99999
         assert row.cached_prompt == "How do I reset my password?"
-        assert len(ups["light"].bodies) == 2 and ups["heavy"].bodies == []  # no shadow request
-        assert len(ups["judge"].bodies) == 1 and row.cost_usd > 0  # the judge's call alone
+        assert len(setup.light.bodies) == 2 and setup.heavy.bodies == []  # no shadow request
+        assert len(setup.judge.bodies) == 1 and row.cost_usd > 0  # the judge's call alone
         metrics = await (await client.get("/metrics")).text()
         assert 'hybrid_gateway_audits_total{kind="near_miss",outcome="a_worse"} 1.0' in metrics
         assert "hybrid_gateway_cache_false_hit_bound{" not in metrics  # served hits only

@@ -49,7 +49,7 @@ def _follower(
         stage.replace_decision(replace(stage.cache.rule, threshold=threshold), None)
 
     audit = config.learning.audit
-    policy = ThresholdPolicy(settings, stage.cache.rule.threshold, clock or MonotonicClock(),
+    policy = ThresholdPolicy(settings, stage.threshold, clock or MonotonicClock(),
                              explores=audit.near_miss.rate > 0)  # fmt: skip
     rates = {"cache": audit.cache.rate, "near_miss": audit.near_miss.rate}
     return (ThresholdFollower(policy, apply, metrics.threshold, rates),)

@@ -21,28 +21,10 @@ __all__ = [
 BAND = 0.01  # the width of a near-miss similarity band
 
 
-@dataclass(frozen=True, slots=True)
-class ScopeReport:
-    scope: str
-    audits: int  # cache audits with a verdict
-    false_hits: int  # a_worse: the cached answer was worse than a fresh one
-    min_similarity: float | None  # of the audited hits
+class _FalseHits:
+    """The rate of ``false_hits`` in ``audits`` and its upper 95 % Wilson bound."""
 
-    @property
-    def rate(self) -> float:
-        return self.false_hits / self.audits if self.audits else 0.0
-
-    @property
-    def bound(self) -> float:
-        return wilson_upper(self.false_hits, self.audits)
-
-
-@dataclass(frozen=True, slots=True)
-class BandReport:
-    """Near misses with a similarity in [low, low + BAND): entries a threshold at ``low`` would
-    have served, and how many of them the judge found worse than the fresh answer."""
-
-    low: float
+    __slots__ = ()
     audits: int
     false_hits: int
 
@@ -53,6 +35,24 @@ class BandReport:
     @property
     def bound(self) -> float:
         return wilson_upper(self.false_hits, self.audits)
+
+
+@dataclass(frozen=True, slots=True)
+class ScopeReport(_FalseHits):
+    scope: str
+    audits: int  # cache audits with a verdict
+    false_hits: int  # a_worse: the cached answer was worse than a fresh one
+    min_similarity: float | None  # of the audited hits
+
+
+@dataclass(frozen=True, slots=True)
+class BandReport(_FalseHits):
+    """Near misses with a similarity in [low, low + BAND): entries a threshold at ``low`` would
+    have served, and how many of them the judge found worse than the fresh answer."""
+
+    low: float
+    audits: int
+    false_hits: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,6 +33,7 @@ from hybrid_gateway.tools.learncurve.default_goal import DefaultSettings, run_de
 from hybrid_gateway.tools.learncurve.report import verdicts, write_report
 from hybrid_gateway.tools.learncurve.router_curve import RouterSettings, run_router_curve
 from hybrid_gateway.tools.processes import ProcessStartError
+from hybrid_gateway.tools.workload.builder import ZH_SIMPLE
 
 __all__ = ["add_arguments", "run"]
 
@@ -111,7 +112,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     cache.add_argument("--cache-trap-rate", type=float, default=0.1,
                        help="workload build --trap-rate of the built one (0.1)")
     cache.add_argument("--cache-zh-sources", nargs="+", metavar="SOURCE",
-                       default=["lcqmc", "bq", "afqmc", "oppo_xiaobu"],
+                       default=list(ZH_SIMPLE),
                        help="the pair sources of the built workload (workload build --zh-sources)")
     cache.add_argument(
         "--eval-pairs",

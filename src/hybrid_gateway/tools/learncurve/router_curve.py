@@ -138,13 +138,18 @@ def _train(s: RouterSettings, index: int) -> JsonDict:
             "candidate": candidate.name if candidate.exists() else None}  # fmt: skip
 
 
+def outcome_rows_of(items: Sequence[WorkloadItem]) -> list[OutcomeRow]:
+    """Workload items with their outcome labels, as the rows a router is scored on."""
+    return [OutcomeRow(last_user_text(i.messages), float(i.labels.light_ok),
+                       float(i.labels.heavy_ok), i.labels.category, i.labels.source)
+            for i in items]  # fmt: skip
+
+
 def score_models(
     s: RouterSettings, unseen: Sequence[WorkloadItem], points: Sequence[JsonDict], ratio: float
 ) -> list[JsonDict]:
     """The shipped model and each checkpoint's candidate on the unseen part."""
-    rows = [OutcomeRow(last_user_text(i.messages), float(i.labels.light_ok),
-                       float(i.labels.heavy_ok), i.labels.category, i.labels.source)
-            for i in unseen]  # fmt: skip
+    rows = outcome_rows_of(unseen)
     embedder = bundled_embedder()
     data = embed_rows(rows, embedder, s.embed_cache)
     weak, strong = data.weak, data.strong

@@ -203,9 +203,8 @@ class _Composer:
         prompt = card.prompt
         known = self.library.known.group_of(prompt.text)  # the data says: asked before
         if known is not None:
-            self.groups[prompt.text] = known
             self.joined.add(prompt.text)
-            self.library.known.asked(prompt.text, known)
+            self._assign(prompt.text, known)
         labels = _labels(prompt, known or self._new_group(prompt.text))
         asked = _Asked(
             prompt.text, labels, prompt.max_tokens, complex_pool, card.partner, card.same
@@ -217,7 +216,11 @@ class _Composer:
 
     def _new_group(self, text: str) -> str:
         self.group_count += 1
-        group = f"g{self.group_count:06d}"
+        return self._assign(text, f"g{self.group_count:06d}")
+
+    def _assign(self, text: str, group: str) -> str:
+        """``text`` is asked in ``group``: kept by its text, and normalised for the data's
+        paraphrase links (``known_paraphrases.py``)."""
         self.groups[text] = group
         self.library.known.asked(text, group)
         return group
@@ -242,8 +245,7 @@ class _Composer:
             if same and self.groups.get(text, asked.labels.group) == asked.labels.group and not (
                 joined and text in self.groups  # asked already, grouped by the data's links
             ):
-                self.groups[text] = asked.labels.group
-                self.library.known.asked(text, asked.labels.group)
+                self._assign(text, asked.labels.group)
                 return text, asked.labels, asked.max_tokens
             if not same and text not in self.groups:
                 return self._trap(text, asked)
@@ -254,10 +256,10 @@ class _Composer:
         prompt = Prompt(text, source, source, lang, light_ok=True, heavy_ok=True, outcome=ASSUMED)
         known = self.library.known.group_of(text)  # a paraphrase of another question asked
         if known is None or known == of.labels.group:  # (the data contradicting itself: not)
-            known = self._new_group(text)
-        self.groups[text] = known
-        self.library.known.asked(text, known)
-        labels = _labels(prompt, known, trap_of=of.labels.group)
+            group = self._new_group(text)
+        else:
+            group = self._assign(text, known)
+        labels = _labels(prompt, group, trap_of=of.labels.group)
         self.asked[False].append(_Asked(text, labels, of.max_tokens, complex_pool=False))
         return text, labels, of.max_tokens
 

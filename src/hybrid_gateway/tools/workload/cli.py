@@ -21,7 +21,14 @@ from typing import Any
 import orjson
 
 from .arrivals import ArrivalSpec, parse_arrivals
-from .builder import COMPLEX_SOURCES, KINDS, BuildError, BuildOptions, build_noting_drift
+from .builder import (
+    COMPLEX_SOURCES,
+    KINDS,
+    ZH_SIMPLE,
+    BuildError,
+    BuildOptions,
+    build_noting_drift,
+)
 from .export import configure_export
 from .export import run as run_export
 from .schema import WorkloadItem, question, read_workload, write_workload
@@ -43,8 +50,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add("--trap-rate", type=float, default=defaults.trap_rate)
     add("--zh-share", type=float, default=defaults.zh_share)
     add("--zh-sources", nargs="+", default=list(defaults.zh_simple), metavar="SOURCE",
-        help="the Chinese FAQ pair sources to draw from, evenly (default: lcqmc bq afqmc "
-        "oppo_xiaobu)")  # fmt: skip
+        help="the Chinese FAQ pair sources to draw from, evenly (default: "
+        f"{' '.join(ZH_SIMPLE)}, weighted as in docs/workload.md)")  # fmt: skip
     add("--stream-share", type=float, default=defaults.stream_share)
     add("--tenants", type=int, default=defaults.tenants, help="tenant names t0, t1, ...")
     add(
