@@ -9,9 +9,13 @@ from pathlib import Path
 import pytest
 
 from hybrid_gateway.cli import main
-from hybrid_gateway.tools.workload.schema import Labels, WorkloadItem, write_workload
+from hybrid_gateway.tools.workload.schema import Labels, WorkloadItem, read_workload, write_workload
 
 DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+
+
+def text_of(item: WorkloadItem) -> str:
+    return item.messages[-1]["content"]
 
 
 def hard_workload(path: Path) -> Path:
@@ -44,6 +48,7 @@ def test_bench_learn_writes_both_curves_and_their_verdicts(tmp_path: Path) -> No
                  "--hard-workload", str(hard_workload(tmp_path / "hard.jsonl")),
                  "--unseen", "30", "--checkpoints", "40", "--router-rate", "1",
                  "--cache-size", "150", "--cache-rate", "1", "--min-audits", "5",
+                 "--cache-unseen-size", "60",
                  "--eval-pairs", "cache/pawsx_zh_valid.tsv", "--eval-sample", "40",
                  "--concurrency", "4"])  # fmt: skip
     assert code == 0
@@ -64,6 +69,13 @@ def test_bench_learn_writes_both_curves_and_their_verdicts(tmp_path: Path) -> No
     runs = report["cache"]["runs"]
     assert runs["bundled"]["total"]["requests"] == runs["learned"]["total"]["requests"] == 150
     assert runs["learned"]["labels"] <= runs["learned"]["total"]["hits"]  # rate 1, less skips
+    unseen = report["cache"]["unseen"]
+    assert unseen["bundled"]["threshold"] == report["cache"]["bundled_threshold"]
+    assert unseen["learned"]["threshold"] == runs["learned"]["final_threshold"]
+    assert unseen["bundled"]["requests"] == unseen["learned"]["requests"] <= 60
+    asked = {text_of(i) for i in read_workload(tmp_path / "tiny" / "paraphrase.jsonl")}
+    fresh = read_workload(tmp_path / "tiny" / "paraphrase-unseen.jsonl")
+    assert fresh and not asked & {text_of(i) for i in fresh}
     [held] = report["cache"]["held_out"]
     assert held["exit"] == 0 and held["at"]["bundled"] is not None
     assert report["verdicts"][0]["goal"].startswith("router APGR")

@@ -119,3 +119,22 @@ def test_verdicts_say_met_only_when_each_goal_holds() -> None:
     assert [v["met"] for v in verdicts(missed)] == [False, False, False, False]
     met["verdicts"] = verdicts(met)
     assert "| learned@100 | 0.67 |" in markdown(met)
+
+
+def test_the_cache_verdicts_read_the_unseen_workload_when_the_run_has_one() -> None:
+    """The learning run serves fewer hits while its threshold is still moving; the goal is
+    what the learned threshold serves once learned, on questions its audits never saw."""
+    learning = report(0.12, 0.045, (100, 120), 2)  # 1.2x over the learning run itself
+    unseen = {"bundled": {"threshold": 0.995, "requests": 50, "hits": 10, "false_hits": 0,
+                          "hit_rate": 0.2, "false_hit_rate": 0.0},
+              "learned": {"threshold": 0.99, "requests": 50, "hits": 21, "false_hits": 1,
+                          "hit_rate": 0.42, "false_hit_rate": 1 / 21}}  # fmt: skip
+    assert [v["met"] for v in verdicts(learning)][2:] == [False, True]
+    learning["cache"]["unseen"] = unseen
+    lines = verdicts(learning)[2:]
+    assert [v["met"] for v in lines] == [True, True]
+    assert lines[0]["measured"] == 2.1 and "unseen workload" in lines[0]["goal"]
+    unseen["learned"].update(false_hits=2, false_hit_rate=2 / 21)
+    assert [v["met"] for v in verdicts(learning)][2:] == [True, False]
+    learning["verdicts"] = verdicts(learning)
+    assert "| learned 0.99 | 50 | 21 | 0.42 | 2 |" in markdown(learning)

@@ -111,6 +111,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="learning.audit.near_miss.margin (0.05)")
     cache.add_argument("--cache-trap-rate", type=float, default=0.1,
                        help="workload build --trap-rate of the built one (0.1)")
+    cache.add_argument("--cache-unseen-size", type=int, default=2000, metavar="N",
+                       help="items of a second built workload (another seed, none of the first's "
+                       "questions) served at both final thresholds (2000; 0: none)")
+    cache.add_argument("--cache-near-duplicate-cut", type=float, default=0.4, metavar="DICE",
+                       help="workload build --near-duplicate-cut of the built one (0.4; 0: off)")
     cache.add_argument("--cache-zh-sources", nargs="+", metavar="SOURCE",
                        default=list(ZH_SIMPLE),
                        help="the pair sources of the built workload (workload build --zh-sources)")
@@ -207,13 +212,18 @@ def _default(args: argparse.Namespace, folder: Path, embed_cache: Path) -> dict[
 
 def _cache(args: argparse.Namespace, folder: Path, embed_cache: Path) -> dict[str, Any]:
     workload = args.cache_workload
+    mix = ["--zh-share", "1", "--complex-share", "0", "--repeat-rate", "0.5",
+           "--trap-rate", str(args.cache_trap_rate),
+           "--near-duplicate-cut", str(args.cache_near_duplicate_cut),
+           "--zh-sources", *args.cache_zh_sources, "--data", str(args.data)]  # fmt: skip
     if workload is None:
         workload = folder / "paraphrase.jsonl"
-        _build(["--size", str(args.cache_size), "--seed", "21", "--zh-share", "1",
-                "--complex-share", "0", "--repeat-rate", "0.5",
-                "--trap-rate", str(args.cache_trap_rate),
-                "--zh-sources", *args.cache_zh_sources,
-                "--data", str(args.data), "--out", str(workload)])  # fmt: skip
+        _build(["--size", str(args.cache_size), "--seed", "21", *mix, "--out", str(workload)])
+    unseen = None
+    if args.cache_unseen_size > 0:
+        unseen = folder / "paraphrase-unseen.jsonl"
+        _build(["--size", str(args.cache_unseen_size), "--seed", "22", *mix,
+                "--exclude", str(workload), "--out", str(unseen)])  # fmt: skip
     settings = CacheSettings(
         folder / "cache",
         workload.resolve(),
@@ -223,6 +233,7 @@ def _cache(args: argparse.Namespace, folder: Path, embed_cache: Path) -> dict[st
         concurrency=args.concurrency,
         near_rate=args.near_miss_rate,
         near_margin=args.near_miss_margin,
+        unseen=None if unseen is None else unseen.resolve(),
     )
     result = run_cache_curve(settings)
     thresholds = {"bundled": result["bundled_threshold"]}

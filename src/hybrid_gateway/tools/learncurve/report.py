@@ -37,22 +37,29 @@ def verdicts(report: Mapping[str, Any]) -> list[JsonDict]:
     lines += _default_verdicts(report.get("default"))
     cache = report.get("cache")
     if cache:
-        bundled, learned = cache["runs"]["bundled"]["total"], cache["runs"]["learned"]["total"]
-        factor = learned["hits"] / bundled["hits"] if bundled["hits"] else None
-        lines.append(_line(
-            "semantic hits, learned / bundled", f">= {HIT_FACTOR:.0f}x",
-            None if factor is None else round(factor, 3),
-            factor is not None and factor >= HIT_FACTOR,
-            f"{learned['hits']} vs {bundled['hits']} hits",
-        ))  # fmt: skip
-        limit = 1 - cache["settings"]["target_precision"] + FALSE_HIT_SLACK
-        rate = learned["false_hit_rate"]
-        lines.append(_line(
-            "learned threshold's realised false-hit rate", f"<= {limit:.1%} (target + 1 point)",
-            rate, rate is not None and rate <= limit,
-            f"{learned['false_hits']} false of {learned['hits']} hits",
-        ))  # fmt: skip
+        lines += _cache_verdicts(cache)
     return lines
+
+
+def _cache_verdicts(cache: Mapping[str, Any]) -> list[JsonDict]:
+    """Hits and the realised false-hit rate, learned vs bundled: on the unseen workload served
+    at the final thresholds when the run has one, else over the learning run itself."""
+    unseen = cache.get("unseen")
+    runs = unseen if unseen else {k: r["total"] for k, r in cache["runs"].items()}
+    part = "unseen workload, final thresholds" if unseen else "the learning run"
+    bundled, learned = runs["bundled"], runs["learned"]
+    factor = learned["hits"] / bundled["hits"] if bundled["hits"] else None
+    limit = 1 - cache["settings"]["target_precision"] + FALSE_HIT_SLACK
+    rate = learned["false_hit_rate"]
+    return [
+        _line(f"semantic hits, learned / bundled ({part})", f">= {HIT_FACTOR:.0f}x",
+              None if factor is None else round(factor, 3),
+              factor is not None and factor >= HIT_FACTOR,
+              f"{learned['hits']} vs {bundled['hits']} hits"),
+        _line(f"learned threshold's realised false-hit rate ({part})",
+              f"<= {limit:.1%} (target + 1 point)", rate, rate is not None and rate <= limit,
+              f"{learned['false_hits']} false of {learned['hits']} hits"),
+    ]  # fmt: skip
 
 
 def _default_verdicts(default: Mapping[str, Any] | None) -> list[JsonDict]:
@@ -142,6 +149,14 @@ def markdown(report: Mapping[str, Any]) -> str:
             out.append(f"| {name} | {t['requests']} | {run['labels']} | {near} | {t['hits']} | "
                        f"{t['hit_rate']} | {t['false_hits']} | {t['false_hit_rate']} | "
                        f"{run['final_threshold']} |")  # fmt: skip
+        if cache.get("unseen"):
+            out += ["", "Unseen workload (none of its questions sent in the runs above), served "
+                    "at each run's final threshold, fixed:", "",
+                    "| threshold | requests | hits | hit rate | false hits | false-hit rate |",
+                    "|---|---|---|---|---|---|"]  # fmt: skip
+            for name, t in cache["unseen"].items():
+                out.append(f"| {name} {t['threshold']} | {t['requests']} | {t['hits']} | "
+                           f"{t['hit_rate']} | {t['false_hits']} | {t['false_hit_rate']} |")
         out += ["", "Held-out pairs (`cache eval`, TEST half; pairs with a question the run sent "
                 "removed):", "", "| file | pairs | AUC | threshold | precision | recall |",
                 "|---|---|---|---|---|---|"]  # fmt: skip

@@ -19,6 +19,7 @@ from typing import Any
 
 from .arrivals import Arrival, ArrivalSpec, make_arrivals
 from .library import Candidate, Library
+from .near_duplicates import NearDuplicates
 from .schema import COMPLEX, SIMPLE, Labels, WorkloadItem
 from .sources import (
     ASSUMED,
@@ -77,9 +78,13 @@ class BuildOptions:
     arrivals: ArrivalSpec = field(default_factory=ArrivalSpec)
     seed: int = 7
     zh_simple: tuple[str, ...] = ()  # the Chinese FAQ sources drawn from, evenly (): all four
+    # skip a question that nearly repeats (word-bigram Dice >= this) an earlier one the data
+    # does not relate it to (near_duplicates.py); 0: off
+    near_duplicate_cut: float = 0.0
 
     def validate(self) -> None:
-        shares = ("complex_share", "repeat_rate", "trap_rate", "zh_share", "stream_share")
+        shares = ("complex_share", "repeat_rate", "trap_rate", "zh_share", "stream_share",
+                  "near_duplicate_cut")  # fmt: skip
         for name in shares:
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise BuildError(f"--{name.replace('_', '-')} must be within [0, 1]")
@@ -103,6 +108,7 @@ class BuildOptions:
             "arrivals": str(self.arrivals),
             "seed": self.seed,
             **({"zh_simple": list(self.zh_simple)} if self.zh_simple else {}),
+            **({"near_duplicate_cut": self.near_duplicate_cut} if self.near_duplicate_cut else {}),
         }
 
 
@@ -164,6 +170,15 @@ class _Composer:
     groups: dict[str, str] = field(default_factory=dict)  # question text -> group
     joined: set[str] = field(default_factory=set)  # fresh texts the data put in an earlier group
     group_count: int = 0
+    near: NearDuplicates | None = None  # with options.near_duplicate_cut
+
+    def __post_init__(self) -> None:
+        if self.options.near_duplicate_cut > 0:
+            self.near = NearDuplicates(self.options.near_duplicate_cut)
+
+    def _unrelated_repeat(self, text: str, *related: str | None) -> bool:
+        """``text`` nearly repeats an earlier question outside the ``related`` groups."""
+        return self.near is not None and self.near.conflicts(text, {g for g in related if g})
 
     def make(self, slot: Slot) -> tuple[str, Labels, int] | None:
         if slot.kind == FRESH:
@@ -195,7 +210,10 @@ class _Composer:
                 card = self.library.draw(pool, self.rng, self._p_same())
                 if card is None:
                     break
-                if card.prompt.text and card.prompt.text not in self.groups:
+                text = card.prompt.text
+                if text and text not in self.groups and not self._unrelated_repeat(
+                    text, self.library.known.group_of(text)
+                ):
                     return self._remember(card, complex_pool)
         return None
 
@@ -223,6 +241,8 @@ class _Composer:
         paraphrase links (``known_paraphrases.py``)."""
         self.groups[text] = group
         self.library.known.asked(text, group)
+        if self.near is not None:
+            self.near.add(text, group)
         return group
 
     def _verbatim(self, complex_pool: bool) -> tuple[str, Labels, int] | None:
@@ -241,6 +261,10 @@ class _Composer:
             text = (asked.partner or "").strip()
             if not text or text == asked.text:
                 continue
+            if self.near is not None and text not in self.groups and self._unrelated_repeat(
+                text, asked.labels.group, self.library.known.group_of(text)
+            ):
+                continue  # it nearly repeats a third question, whose relation nobody labelled
             joined = asked.text in self.joined or text in self.joined
             if same and self.groups.get(text, asked.labels.group) == asked.labels.group and not (
                 joined and text in self.groups  # asked already, grouped by the data's links

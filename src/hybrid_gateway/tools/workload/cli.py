@@ -52,6 +52,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add("--zh-sources", nargs="+", default=list(defaults.zh_simple), metavar="SOURCE",
         help="the Chinese FAQ pair sources to draw from, evenly (default: "
         f"{' '.join(ZH_SIMPLE)}, weighted as in docs/workload.md)")  # fmt: skip
+    add("--near-duplicate-cut", type=float, default=defaults.near_duplicate_cut, metavar="DICE",
+        help="skip a question whose word-bigram Dice with an earlier one the data does not "
+        "relate it to reaches DICE, so the quality marks judge only pairs the data labels "
+        "(docs/workload.md; 0, the default: off)")  # fmt: skip
     add("--stream-share", type=float, default=defaults.stream_share)
     add("--tenants", type=int, default=defaults.tenants, help="tenant names t0, t1, ...")
     add(
@@ -86,6 +90,7 @@ def run(args: argparse.Namespace) -> int:
         trap_rate=args.trap_rate,
         zh_share=args.zh_share,
         zh_simple=tuple(args.zh_sources),
+        near_duplicate_cut=args.near_duplicate_cut,
         stream_share=args.stream_share,
         tenants=args.tenants,
         arrivals=args.arrivals,
