@@ -11,11 +11,7 @@ import pytest
 from hybrid_gateway.cli import main
 from hybrid_gateway.tools.workload.schema import Labels, WorkloadItem, read_workload, write_workload
 
-DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
-
-
-def text_of(item: WorkloadItem) -> str:
-    return item.messages[-1]["content"]
+from .test_workload_builder import DATA, text_of
 
 
 def hard_workload(path: Path) -> Path:

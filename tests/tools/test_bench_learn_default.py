@@ -20,7 +20,7 @@ from hybrid_gateway.tools.learncurve.default_goal import routing_figures
 from hybrid_gateway.tools.learncurve.report import markdown, verdicts
 from hybrid_gateway.tools.workload.schema import Labels, WorkloadItem, write_workload
 
-from .test_bench_learn import DATA
+from .test_workload_builder import DATA
 
 LEARNED = "rules + classifier learned from audits"
 

@@ -176,9 +176,13 @@ class _Composer:
         if self.options.near_duplicate_cut > 0:
             self.near = NearDuplicates(self.options.near_duplicate_cut)
 
-    def _unrelated_repeat(self, text: str, *related: str | None) -> bool:
-        """``text`` nearly repeats an earlier question outside the ``related`` groups."""
-        return self.near is not None and self.near.conflicts(text, {g for g in related if g})
+    def _unrelated_repeat(self, text: str, group: str | None = None) -> bool:
+        """With the cut on: ``text`` nearly repeats an earlier question outside ``group`` and
+        the group the data's links put it in."""
+        if self.near is None:
+            return False
+        related = {g for g in (group, self.library.known.group_of(text)) if g}
+        return self.near.conflicts(text, related)
 
     def make(self, slot: Slot) -> tuple[str, Labels, int] | None:
         if slot.kind == FRESH:
@@ -211,9 +215,7 @@ class _Composer:
                 if card is None:
                     break
                 text = card.prompt.text
-                if text and text not in self.groups and not self._unrelated_repeat(
-                    text, self.library.known.group_of(text)
-                ):
+                if text and text not in self.groups and not self._unrelated_repeat(text):
                     return self._remember(card, complex_pool)
         return None
 
@@ -261,9 +263,7 @@ class _Composer:
             text = (asked.partner or "").strip()
             if not text or text == asked.text:
                 continue
-            if self.near is not None and text not in self.groups and self._unrelated_repeat(
-                text, asked.labels.group, self.library.known.group_of(text)
-            ):
+            if text not in self.groups and self._unrelated_repeat(text, asked.labels.group):
                 continue  # it nearly repeats a third question, whose relation nobody labelled
             joined = asked.text in self.joined or text in self.joined
             if same and self.groups.get(text, asked.labels.group) == asked.labels.group and not (
